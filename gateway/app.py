@@ -1,0 +1,148 @@
+"""The HTTP/SSE gateway: JSON and Server-Sent Events in front of the gRPC services."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from google.protobuf.json_format import MessageToDict
+from opentelemetry import trace
+from pydantic import BaseModel, ConfigDict, Field
+from sse_starlette.sse import EventSourceResponse
+
+from ragstack import convert
+from ragstack.domain import SearchMode
+from ragstack.errors import RagstackError, RpcError
+from ragstack.rpc.clients import AgentClient, IngestClient
+
+tracer = trace.get_tracer("ragstack.gateway")
+
+HTTP_STATUS = {
+    "INVALID_ARGUMENT": 400,
+    "OUT_OF_RANGE": 400,
+    "UNAUTHENTICATED": 401,
+    "PERMISSION_DENIED": 403,
+    "NOT_FOUND": 404,
+    "ALREADY_EXISTS": 409,
+    "FAILED_PRECONDITION": 412,
+    "RESOURCE_EXHAUSTED": 429,
+    "CANCELLED": 499,
+    "UNIMPLEMENTED": 501,
+    "UNAVAILABLE": 503,
+    "DEADLINE_EXCEEDED": 504,
+}
+
+
+@dataclass
+class Upstreams:
+    agent: AgentClient
+    ingest: IngestClient
+    readiness: Callable[[], Awaitable[dict[str, str]]]
+
+
+class QueryRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    question: str = Field(..., min_length=1, max_length=4000, description="The question.")
+    library: str = Field("", max_length=64, description="Library to answer from; empty means the default.")
+    mode: Literal["auto", "lexical", "dense", "hybrid"] = Field("auto", description="Retrieval strategy.")
+    top_k: int = Field(0, ge=0, le=100, description="Chunks to retrieve; 0 means the configured default.")
+    stream: bool = Field(True, description="Server-Sent Events (true) or one JSON response (false).")
+
+
+def _event_json(response: Any) -> tuple[str, dict[str, Any]]:
+    kind = response.WhichOneof("event")
+    body = MessageToDict(
+        getattr(response, kind), preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
+    return kind, body
+
+
+def _error(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+
+def create_app(upstreams: Upstreams) -> FastAPI:
+    app = FastAPI(
+        title="RAGStack gateway",
+        version="0.1.0",
+        description="Ask questions over your documents and get cited, verified answers.",
+    )
+
+    @app.exception_handler(RagstackError)
+    async def domain_error(_: Request, exc: RagstackError) -> JSONResponse:
+        code = exc.code
+        message = exc.message if isinstance(exc, RpcError) else str(exc)
+        return _error(HTTP_STATUS.get(code, 500), code, message)
+
+    @app.get("/health/live", tags=["health"])
+    async def live() -> dict[str, str]:
+        return {"status": "live"}
+
+    @app.get("/health/ready", tags=["health"])
+    async def ready() -> JSONResponse:
+        statuses = await upstreams.readiness()
+        ok = all(s == "SERVING" for s in statuses.values())
+        return JSONResponse({"ready": ok, "services": statuses}, status_code=200 if ok else 503)
+
+    @app.post("/v1/query", tags=["query"])
+    async def query(body: QueryRequest, request: Request) -> Any:
+        """Answers a question. Streams the agent's events as SSE (`start`, `route`, `tool_call`,
+        `evidence`, `delta`, `verification`, `done`), or returns the `done` event as JSON."""
+        wants_json = not body.stream or (
+            "application/json" in request.headers.get("accept", "")
+            and "text/event-stream" not in request.headers.get("accept", "")
+        )
+        mode = SearchMode(body.mode)
+
+        async def events() -> AsyncIterator[tuple[str, dict[str, Any]]]:
+            with tracer.start_as_current_span("POST /v1/query"):
+                async for response in upstreams.agent.ask_pb(body.question, body.library, mode, body.top_k):
+                    yield _event_json(response)
+
+        if wants_json:
+            done: dict[str, Any] = {}
+            async for kind, data in events():
+                if kind == "done":
+                    done = data
+            return done
+
+        async def sse() -> AsyncIterator[dict[str, str]]:
+            import json
+
+            try:
+                async for kind, data in events():
+                    yield {"event": kind, "data": json.dumps(data, ensure_ascii=False)}
+            except RagstackError as exc:
+                code = exc.code
+                message = exc.message if isinstance(exc, RpcError) else str(exc)
+                yield {"event": "error", "data": json.dumps({"code": code, "message": message})}
+
+        return EventSourceResponse(sse(), ping=15)
+
+    @app.get("/v1/traces/{trace_id}", tags=["traces"])
+    async def get_trace(trace_id: str) -> dict[str, Any]:
+        return await upstreams.agent.get_trace(trace_id)
+
+    @app.get("/v1/documents", tags=["documents"])
+    async def list_documents(library: str = "") -> dict[str, Any]:
+        docs = await upstreams.ingest.list_documents(library)
+        return {"documents": [_doc(x) for x in docs]}
+
+    @app.get("/v1/documents/{document_id}", tags=["documents"])
+    async def get_document(document_id: str) -> dict[str, Any]:
+        return _doc(await upstreams.ingest.get_document(document_id))
+
+    @app.delete("/v1/documents/{document_id}", tags=["documents"])
+    async def delete_document(document_id: str) -> dict[str, Any]:
+        return {"document_id": document_id, "chunks_removed": await upstreams.ingest.delete_document(document_id)}
+
+    return app
+
+
+def _doc(doc: Any) -> dict[str, Any]:
+    return MessageToDict(convert.document_to_pb(doc), preserving_proto_field_name=True,
+                         always_print_fields_with_no_presence=True)

@@ -1,0 +1,36 @@
+"""Builds the gateway app with clients of the services it fronts."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+
+from fastapi import FastAPI
+
+from ragstack.config import Config
+from ragstack.rpc.clients import GRPC_SERVICES, AgentClient, IngestClient, check_health, open_channel
+from gateway.app import Upstreams, create_app
+
+
+def build(cfg: Config, peers: Mapping[str, str]) -> tuple[FastAPI, Callable[[], Awaitable[None]]]:
+    mb = cfg.services.max_message_mb
+    channels = {name: open_channel(peers[name], mb) for name in GRPC_SERVICES}
+
+    async def readiness() -> dict[str, str]:
+        names = list(GRPC_SERVICES)
+        results = await asyncio.gather(
+            *(check_health(channels[n], GRPC_SERVICES[n], cfg.deadlines.health_s) for n in names)
+        )
+        return dict(zip(names, results, strict=True))
+
+    upstreams = Upstreams(
+        agent=AgentClient(channels["agent"], cfg.deadlines.agent_s),
+        ingest=IngestClient(channels["ingest"], cfg.deadlines.ingest_s),
+        readiness=readiness,
+    )
+
+    async def close() -> None:
+        for channel in channels.values():
+            await channel.close()
+
+    return create_app(upstreams), close

@@ -1,0 +1,1 @@
+"""The `ragstack` command."""

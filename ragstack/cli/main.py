@@ -1,0 +1,121 @@
+"""`ragstack`: serve, ingest, ask. Heavy modules are imported inside the commands that use them,
+so `ragstack --help` stays instant."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ragstack.config import SERVICE_NAMES, Config, default_config_path, load_config
+from ragstack.errors import RagstackError
+
+
+def _load(config: Path | None) -> Config:
+    return load_config(config or default_config_path(), os.environ)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "-c", "--config", type=click.Path(dir_okay=False, path_type=Path), envvar="RAGSTACK_CONFIG",
+    help="Config file (default: ./ragstack.yaml when present). Env: RAGSTACK_CONFIG.",
+)
+@click.option("-v", "--verbose", is_flag=True, help="Log progress of the services.")
+@click.pass_context
+def cli(ctx: click.Context, config: Path | None, verbose: bool) -> None:
+    """RAGStack: cited, verified answers from your documents.
+
+    \b
+    Quick start:
+      ragstack ingest samples/corpus
+      ragstack ask "What is reciprocal rank fusion?"
+    Commands talk to a running `ragstack serve` when one answers at the configured
+    addresses, and otherwise run the services inside the command.
+    """
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    ctx.obj = config
+
+
+def _config(ctx: click.Context) -> Config:
+    try:
+        return _load(ctx.obj)
+    except RagstackError as err:
+        raise click.ClickException(str(err)) from None
+
+
+def _run(coro: Any) -> Any:
+    try:
+        return asyncio.run(coro)
+    except RagstackError as err:
+        raise click.ClickException(str(err)) from None
+
+
+@cli.command()
+@click.option("--service", "service", type=click.Choice(SERVICE_NAMES), default=None,
+              help="Run only this service; its peers' addresses come from the config.")
+@click.option("--no-gateway", is_flag=True, help="Do not start the HTTP gateway (embedded mode).")
+@click.pass_context
+def serve(ctx: click.Context, service: str | None, no_gateway: bool) -> None:
+    """Run the services: all four and the gateway (default), or one with --service."""
+    from ragstack.serve import START_ORDER, Stack, serve_until_signal
+
+    cfg = _config(ctx)
+    logging.getLogger().setLevel(logging.INFO)
+    services = [service] if service else list(START_ORDER)
+    gateway = service is None and not no_gateway
+
+    def ready(stack: Stack) -> None:
+        for name, server in stack.servers.items():
+            click.echo(f"{name:9} SERVING  grpc://{server.address}")
+        if stack.gateway_port is not None:
+            click.echo(f"{'gateway':9} SERVING  {stack.gateway_url}  (health: /health/ready, API: /docs)")
+
+    _run(serve_until_signal(cfg, services, gateway, ready))
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("-l", "--library", default="", help="Target library (default from config).")
+@click.pass_context
+def ingest(ctx: click.Context, paths: tuple[Path, ...], library: str) -> None:
+    """Ingest files and folders into a library, with progress and a summary."""
+    from ragstack.cli.output import ingest_progress
+
+    cfg = _config(ctx)
+    summary = _run(ingest_progress(cfg, [str(p.resolve()) for p in paths], library))
+    if summary.failed:
+        sys.exit(1 if summary.failed == summary.files else 0)
+
+
+@cli.command()
+@click.argument("question")
+@click.option("-l", "--library", default="", help="Library to answer from (default from config).")
+@click.option("-m", "--mode", type=click.Choice(["auto", "lexical", "dense", "hybrid"]), default="auto",
+              help="Retrieval strategy; auto lets the router choose.")
+@click.option("-k", "--top-k", type=int, default=0, help="Chunks to retrieve (default from config).")
+@click.option("--json", "as_json", is_flag=True, help="Print the final answer event as JSON.")
+@click.pass_context
+def ask(ctx: click.Context, question: str, library: str, mode: str, top_k: int, as_json: bool) -> None:
+    """Answer QUESTION with citations and the verification manifest."""
+    from ragstack.cli.output import ask_and_print
+
+    cfg = _config(ctx)
+    _run(ask_and_print(cfg, question, library, mode, top_k, as_json))
+
+
+def main() -> None:
+    cli(prog_name="ragstack")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""What `ragstack ingest` and `ragstack ask` print."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ragstack import domain as d
+from ragstack.cli.session import connect
+from ragstack.config import Config
+from ragstack.rpc.clients import AgentClient, IngestClient
+
+_DONE_STAGES = {d.FileStage.INDEXED, d.FileStage.UNCHANGED, d.FileStage.FAILED}
+
+
+async def ingest_progress(cfg: Config, paths: list[str], library: str) -> d.IngestSummary:
+    console = Console(stderr=True)
+    summary = d.IngestSummary()
+    async with connect(cfg, needed=("ingest",), start=("ingest",)) as session:
+        client = IngestClient(session.channels["ingest"], cfg.deadlines.ingest_s)
+        with Progress(
+            TextColumn("[bold]ingest"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.description}"), console=console, transient=False,
+        ) as bar:
+            task = bar.add_task("", total=None)
+            async for event in client.ingest(paths=paths, library=library):
+                if isinstance(event, d.IngestSummary):
+                    summary = event
+                    continue
+                bar.update(task, total=event.total, description=f"{event.stage.value}: {_short(event.source)}")
+                if event.stage in _DONE_STAGES:
+                    bar.advance(task)
+                if event.stage == d.FileStage.FAILED:
+                    bar.console.print(f"[red]failed[/red] {event.source}: {event.reason}")
+    console.print(
+        f"{summary.files} files: {summary.indexed} indexed, {summary.unchanged} unchanged, "
+        f"{summary.failed} failed; {summary.chunks} chunks in {summary.seconds:.1f}s"
+        + (" (embedded services)" if session.embedded else "")
+    )
+    return summary
+
+
+def _short(source: str, width: int = 48) -> str:
+    return source if len(source) <= width else "…" + source[-(width - 1) :]
+
+
+async def ask_and_print(cfg: Config, question: str, library: str, mode: str, top_k: int, as_json: bool) -> None:
+    console = Console()
+    done: d.DoneEvent | None = None
+    async with connect(cfg, needed=("agent",), start=("retrieve", "verify", "agent")) as session:
+        client = AgentClient(session.channels["agent"], cfg.deadlines.agent_s)
+        async for event in client.ask(question, library, d.SearchMode(mode), top_k):
+            if isinstance(event, d.DoneEvent):
+                done = event
+    if done is None:
+        raise RuntimeError("the agent ended the stream without an answer")
+    if as_json:
+        print(json.dumps(asdict(done), indent=2, ensure_ascii=False, default=str))
+        return
+    _print_answer(console, done)
+
+
+def _print_answer(console: Console, done: d.DoneEvent) -> None:
+    console.print()
+    console.print(done.answer, highlight=False)
+    console.print()
+    console.print("[bold]Sources[/bold]")
+    for c in done.citations:
+        where = " > ".join(c.chunk.heading_path)
+        pages = f", p. {','.join(map(str, c.chunk.pages))}" if c.chunk.pages else ""
+        console.print(f"  [{c.ref}] {where}{pages}  ({c.chunk.source}; chunk {c.chunk.chunk_id})",
+                      highlight=False, markup=False)
+    m = done.manifest
+    console.print()
+    if not m.verified:
+        console.print(f"[bold]Verification[/bold]: not run ({m.method})")
+    else:
+        table = Table(title=f"Verification ({m.method}): supported ratio {m.supported_ratio:.2f}",
+                      title_justify="left")
+        for col in ("id", "claim", "refs", "verdict", "conf.", "reason"):
+            table.add_column(col, overflow="fold")
+        for c in m.claims:
+            table.add_row(c.claim_id, c.claim, ",".join(c.refs), c.verdict.value, f"{c.confidence:.2f}", c.reason)
+        console.print(table)
+    status = "withheld (not enough support)" if done.abstained else "delivered"
+    console.print(
+        f"answer {status}; confidence {done.confidence:.2f}; generator {done.generator}; trace {done.trace_id}",
+        highlight=False,
+    )

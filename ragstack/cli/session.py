@@ -1,0 +1,56 @@
+"""Reaches the services for one CLI command: the running server when one answers at the configured
+address, otherwise an embedded stack started in this process for the command's duration."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+
+import grpc
+
+from ragstack.config import Config
+from ragstack.rpc.clients import GRPC_SERVICES, check_health, open_channel
+
+
+@dataclass
+class Session:
+    channels: dict[str, grpc.aio.Channel]
+    embedded: bool
+
+
+async def _serving(address: str, service: str) -> bool:
+    channel = open_channel(address)
+    try:
+        return await check_health(channel, GRPC_SERVICES[service], 0.5) == "SERVING"
+    finally:
+        await channel.close()
+
+
+@contextlib.asynccontextmanager
+async def connect(cfg: Config, needed: Sequence[str], start: Sequence[str]) -> AsyncIterator[Session]:
+    """Channels to `needed` services. When the first of them is not serving at its configured
+    address, `start` services run embedded on free loopback ports until the block exits."""
+    first = needed[0]
+    if await _serving(getattr(cfg.services, first).address, first):
+        channels = {n: open_channel(getattr(cfg.services, n).address) for n in needed}
+        try:
+            yield Session(channels, embedded=False)
+        finally:
+            for c in channels.values():
+                await c.close()
+        return
+
+    from ragstack.serve import start_stack
+
+    local = cfg.model_copy(deep=True)
+    for name in GRPC_SERVICES:
+        getattr(local.services, name).port = 0
+    stack = await start_stack(local, services=start, gateway=False)
+    channels = {n: open_channel(stack.peers[n]) for n in needed}
+    try:
+        yield Session(channels, embedded=True)
+    finally:
+        for c in channels.values():
+            await c.close()
+        await stack.stop()

@@ -1,0 +1,199 @@
+"""The one configuration: `ragstack.yaml`, typed, strict, with environment overrides.
+
+Every key has a documented default, so an empty file (or none) is a working embedded setup.
+Unknown keys are rejected with the key's dotted path in the message. Environment variables
+`RAGSTACK__SECTION__KEY=value` override the file (values parsed as YAML scalars).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ragstack.errors import ConfigError
+
+ENV_PREFIX = "RAGSTACK__"
+SERVICE_NAMES = ("ingest", "retrieve", "agent", "verify")  # the gRPC services
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class Endpoint(_Strict):
+    """Where a service listens (and where its peers reach it)."""
+
+    host: str = Field("127.0.0.1", description="Bind address; also the address peers dial.")
+    port: int = Field(..., ge=0, le=65535, description="TCP port; 0 picks a free one (tests).")
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+class ServicesConfig(_Strict):
+    """Listening addresses of the four gRPC services and the HTTP gateway."""
+
+    ingest: Endpoint = Endpoint(port=50051)
+    retrieve: Endpoint = Endpoint(port=50052)
+    agent: Endpoint = Endpoint(port=50053)
+    verify: Endpoint = Endpoint(port=50054)
+    gateway: Endpoint = Endpoint(port=8080)
+    grace_s: float = Field(5.0, gt=0, description="Graceful shutdown window for in-flight RPCs.")
+    max_message_mb: int = Field(64, ge=1, le=1024, description="Largest gRPC message, in MiB.")
+
+
+class ModelsConfig(_Strict):
+    """The ONNX embedder (exported once by `make models`)."""
+
+    embedder_dir: Path = Field(
+        Path("models/all-minilm-l6-v2"),
+        description="Folder holding model.onnx and tokenizer.json of a sentence-transformers export.",
+    )
+    provider: Literal["auto", "cpu", "cuda"] = Field(
+        "auto", description="ONNX Runtime execution provider; auto uses CUDA when available."
+    )
+    batch_size: int = Field(32, ge=1, le=1024)
+    max_length: int = Field(256, ge=8, le=512, description="Word pieces per text; longer is truncated.")
+    threads: int = Field(0, ge=0, description="Intra-op threads; 0 lets ONNX Runtime decide.")
+
+
+class IngestConfig(_Strict):
+    chunk_tokens: int = Field(512, ge=32, le=8192, description="Target chunk size in word pieces.")
+    overlap_sentences: int = Field(1, ge=0, le=10, description="Sentences repeated at chunk starts.")
+    max_file_mb: float = Field(50.0, gt=0, description="Files larger than this fail with the limit named.")
+
+
+class RetrieveConfig(_Strict):
+    top_k: int = Field(5, ge=1, description="Hits returned when a request leaves top_k at 0.")
+    max_top_k: int = Field(100, ge=1, description="Largest top_k a request may ask for.")
+    candidates: int = Field(50, ge=1, description="Hits each signal contributes before fusion.")
+    rrf_k: int = Field(60, ge=1, description="Reciprocal rank fusion constant.")
+
+
+class GenerationConfig(_Strict):
+    abstain_threshold: float = Field(
+        0.5, ge=0, le=1, description="Withhold the answer when the supported share of claims is lower."
+    )
+    verify_answers: bool = Field(True, description="Send every answer through the verify service.")
+    max_answer_sentences: int = Field(3, ge=1, le=20, description="Extractive answers: sentences kept.")
+
+
+class VerifyConfig(_Strict):
+    support_threshold: float = Field(
+        0.55, ge=0, le=1, description="Offline checker: score at or above which a claim is supported."
+    )
+    partial_threshold: float = Field(0.4, ge=0, le=1, description="Offline checker: score for partial.")
+
+
+class LLMConfig(_Strict):
+    enabled: bool = Field(True, description="Use Ollama when reachable; false forces the offline paths.")
+    host: str = Field("http://127.0.0.1:11434", description="Ollama's base URL.")
+    model: str = Field("llama3.2:3b", description="Model name as Ollama knows it.")
+    timeout_s: float = Field(120.0, gt=0, description="Deadline of one generation.")
+    probe_timeout_s: float = Field(1.0, gt=0, description="Deadline of the reachability check.")
+    temperature: float = Field(0.1, ge=0, le=2)
+
+
+class DeadlinesConfig(_Strict):
+    """Deadline (seconds) of every outbound RPC, per callee."""
+
+    ingest_s: float = Field(3600.0, gt=0)
+    retrieve_s: float = Field(10.0, gt=0)
+    verify_s: float = Field(30.0, gt=0)
+    agent_s: float = Field(300.0, gt=0)
+    health_s: float = Field(2.0, gt=0)
+
+
+class TelemetryConfig(_Strict):
+    otlp_endpoint: str | None = Field(None, description="OTLP/gRPC collector; none means no exporter.")
+    service_name: str = "ragstack"
+
+
+class TracesConfig(_Strict):
+    enabled: bool = Field(True, description="Write one JSON trace per query.")
+    retention: int = Field(200, ge=1, description="Newest traces kept; older ones are deleted.")
+
+
+class Config(_Strict):
+    data_dir: Path = Field(Path(".ragstack"), description="Stores, caches and traces.")
+    library: str = Field("default", min_length=1, description="Library used when a request names none.")
+    services: ServicesConfig = ServicesConfig()
+    models: ModelsConfig = ModelsConfig()
+    ingest: IngestConfig = IngestConfig()
+    retrieve: RetrieveConfig = RetrieveConfig()
+    generation: GenerationConfig = GenerationConfig()
+    verify: VerifyConfig = VerifyConfig()
+    llm: LLMConfig = LLMConfig()
+    deadlines: DeadlinesConfig = DeadlinesConfig()
+    telemetry: TelemetryConfig = TelemetryConfig()
+    traces: TracesConfig = TracesConfig()
+
+    @property
+    def traces_dir(self) -> Path:
+        return self.data_dir / "traces"
+
+
+def _apply_env(raw: dict[str, Any], environ: Mapping[str, str]) -> None:
+    for name, value in sorted(environ.items()):
+        if not name.startswith(ENV_PREFIX):
+            continue
+        keys = [k.lower() for k in name[len(ENV_PREFIX) :].split("__") if k]
+        if not keys:
+            continue
+        node = raw
+        for key in keys[:-1]:
+            child = node.setdefault(key, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"environment {name}: {'.'.join(keys)} is not a section")
+            node = child
+        node[keys[-1]] = yaml.safe_load(value) if value != "" else None
+
+
+def _describe(err: ValidationError, origin: str) -> str:
+    lines = []
+    for e in err.errors():
+        key = ".".join(str(p) for p in e["loc"]) or "(root)"
+        msg = "unknown key" if e["type"] == "extra_forbidden" else e["msg"]
+        lines.append(f"{origin}: {key}: {msg}")
+    return "invalid configuration:\n  " + "\n  ".join(lines)
+
+
+def load_config(path: Path | None = None, environ: Mapping[str, str] | None = None) -> Config:
+    """Reads `path` (if given and present), applies environment overrides, validates.
+
+    Relative paths in the config are resolved against the config file's folder, or the
+    working directory when there is no file.
+    """
+    raw: dict[str, Any] = {}
+    base = Path.cwd()
+    origin = "defaults"
+    if path is not None:
+        if not path.exists():
+            raise ConfigError(f"config file {path} does not exist")
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: the top level must be a mapping of sections")
+        raw = loaded or {}
+        base = path.resolve().parent
+        origin = str(path)
+    _apply_env(raw, environ or {})
+    try:
+        cfg = Config.model_validate(raw)
+    except ValidationError as err:
+        raise ConfigError(_describe(err, origin)) from None
+    if not cfg.data_dir.is_absolute():
+        cfg.data_dir = base / cfg.data_dir
+    if not cfg.models.embedder_dir.is_absolute():
+        cfg.models.embedder_dir = base / cfg.models.embedder_dir
+    return cfg
+
+
+def default_config_path(cwd: Path | None = None) -> Path | None:
+    """`./ragstack.yaml` when it exists."""
+    candidate = (cwd or Path.cwd()) / "ragstack.yaml"
+    return candidate if candidate.exists() else None

@@ -1,0 +1,305 @@
+"""Protobuf <-> domain conversion for the shared messages, used by servicers and clients alike."""
+
+from __future__ import annotations
+
+from ragstack import domain as d
+from ragstack.v1 import agent_pb2, common_pb2, ingest_pb2
+
+_MODE_TO_PB = {
+    d.SearchMode.AUTO: common_pb2.SEARCH_MODE_UNSPECIFIED,
+    d.SearchMode.LEXICAL: common_pb2.SEARCH_MODE_LEXICAL,
+    d.SearchMode.DENSE: common_pb2.SEARCH_MODE_DENSE,
+    d.SearchMode.HYBRID: common_pb2.SEARCH_MODE_HYBRID,
+}
+_MODE_FROM_PB = {v: k for k, v in _MODE_TO_PB.items()}
+
+_VERDICT_TO_PB = {
+    d.Verdict.SUPPORTED: common_pb2.VERDICT_SUPPORTED,
+    d.Verdict.PARTIAL: common_pb2.VERDICT_PARTIAL,
+    d.Verdict.UNSUPPORTED: common_pb2.VERDICT_UNSUPPORTED,
+}
+_VERDICT_FROM_PB = {v: k for k, v in _VERDICT_TO_PB.items()}
+
+_STAGE_TO_PB = {
+    d.FileStage.PARSED: ingest_pb2.FILE_STAGE_PARSED,
+    d.FileStage.CHUNKED: ingest_pb2.FILE_STAGE_CHUNKED,
+    d.FileStage.EMBEDDED: ingest_pb2.FILE_STAGE_EMBEDDED,
+    d.FileStage.INDEXED: ingest_pb2.FILE_STAGE_INDEXED,
+    d.FileStage.UNCHANGED: ingest_pb2.FILE_STAGE_UNCHANGED,
+    d.FileStage.FAILED: ingest_pb2.FILE_STAGE_FAILED,
+}
+_STAGE_FROM_PB = {v: k for k, v in _STAGE_TO_PB.items()}
+
+
+def mode_to_pb(mode: d.SearchMode) -> int:
+    return _MODE_TO_PB[mode]
+
+
+def mode_from_pb(value: int) -> d.SearchMode:
+    return _MODE_FROM_PB.get(value, d.SearchMode.AUTO)
+
+
+def document_to_pb(doc: d.Document) -> common_pb2.Document:
+    return common_pb2.Document(
+        document_id=doc.document_id,
+        library=doc.library,
+        source=doc.source,
+        revision=doc.revision,
+        fingerprint=doc.fingerprint,
+        title=doc.title,
+        media_type=doc.media_type,
+        chunk_count=doc.chunk_count,
+        indexed_at=doc.indexed_at,
+    )
+
+
+def document_from_pb(pb: common_pb2.Document) -> d.Document:
+    return d.Document(
+        document_id=pb.document_id,
+        library=pb.library,
+        source=pb.source,
+        revision=pb.revision,
+        fingerprint=pb.fingerprint,
+        title=pb.title,
+        media_type=pb.media_type,
+        chunk_count=pb.chunk_count,
+        indexed_at=pb.indexed_at,
+    )
+
+
+def chunk_to_pb(chunk: d.Chunk) -> common_pb2.Chunk:
+    return common_pb2.Chunk(
+        chunk_id=chunk.chunk_id,
+        document_id=chunk.document_id,
+        library=chunk.library,
+        text=chunk.text,
+        heading_path=list(chunk.heading_path),
+        pages=list(chunk.pages),
+        position=chunk.position,
+        title=chunk.title,
+        source=chunk.source,
+    )
+
+
+def chunk_from_pb(pb: common_pb2.Chunk) -> d.Chunk:
+    return d.Chunk(
+        chunk_id=pb.chunk_id,
+        document_id=pb.document_id,
+        library=pb.library,
+        text=pb.text,
+        heading_path=tuple(pb.heading_path),
+        pages=tuple(pb.pages),
+        position=pb.position,
+        title=pb.title,
+        source=pb.source,
+    )
+
+
+def hit_to_pb(hit: d.SearchHit) -> common_pb2.SearchHit:
+    return common_pb2.SearchHit(
+        chunk=chunk_to_pb(hit.chunk),
+        score=hit.score,
+        signals=[common_pb2.SignalScore(signal=s.signal, score=s.score, rank=s.rank) for s in hit.signals],
+    )
+
+
+def hit_from_pb(pb: common_pb2.SearchHit) -> d.SearchHit:
+    return d.SearchHit(
+        chunk=chunk_from_pb(pb.chunk),
+        score=pb.score,
+        signals=tuple(d.SignalScore(s.signal, s.score, s.rank) for s in pb.signals),
+    )
+
+
+def citation_to_pb(c: d.Citation) -> common_pb2.Citation:
+    return common_pb2.Citation(
+        ref=c.ref,
+        chunk_id=c.chunk.chunk_id,
+        document_id=c.chunk.document_id,
+        title=c.chunk.title,
+        source=c.chunk.source,
+        heading_path=list(c.chunk.heading_path),
+        pages=list(c.chunk.pages),
+        quote=c.quote,
+    )
+
+
+def citation_from_pb(pb: common_pb2.Citation) -> d.Citation:
+    chunk = d.Chunk(
+        chunk_id=pb.chunk_id,
+        document_id=pb.document_id,
+        library="",
+        text=pb.quote,
+        heading_path=tuple(pb.heading_path),
+        pages=tuple(pb.pages),
+        title=pb.title,
+        source=pb.source,
+    )
+    return d.Citation(ref=pb.ref, chunk=chunk, quote=pb.quote)
+
+
+def manifest_to_pb(m: d.Manifest) -> common_pb2.Manifest:
+    return common_pb2.Manifest(
+        claims=[
+            common_pb2.Claim(
+                claim_id=c.claim_id,
+                claim=c.claim,
+                refs=list(c.refs),
+                verdict=_VERDICT_TO_PB[c.verdict],
+                confidence=c.confidence,
+                reason=c.reason,
+            )
+            for c in m.claims
+        ],
+        supported_ratio=m.supported_ratio,
+        method=m.method,
+        verified=m.verified,
+    )
+
+
+def manifest_from_pb(pb: common_pb2.Manifest) -> d.Manifest:
+    return d.Manifest(
+        claims=tuple(
+            d.Claim(
+                claim_id=c.claim_id,
+                claim=c.claim,
+                refs=tuple(c.refs),
+                # Fail closed: an unknown or unset verdict is unsupported.
+                verdict=_VERDICT_FROM_PB.get(c.verdict, d.Verdict.UNSUPPORTED),
+                confidence=c.confidence,
+                reason=c.reason,
+            )
+            for c in pb.claims
+        ),
+        supported_ratio=pb.supported_ratio,
+        method=pb.method,
+        verified=pb.verified,
+    )
+
+
+def progress_to_pb(p: d.FileProgress) -> ingest_pb2.IngestResponse:
+    return ingest_pb2.IngestResponse(
+        file=ingest_pb2.FileProgress(
+            source=p.source,
+            stage=_STAGE_TO_PB[p.stage],
+            document_id=p.document_id,
+            reason=p.reason,
+            chunk_count=p.chunk_count,
+            index=p.index,
+            total=p.total,
+        )
+    )
+
+
+def summary_to_pb(s: d.IngestSummary) -> ingest_pb2.IngestResponse:
+    return ingest_pb2.IngestResponse(
+        summary=ingest_pb2.IngestSummary(
+            files=s.files,
+            indexed=s.indexed,
+            unchanged=s.unchanged,
+            failed=s.failed,
+            chunks=s.chunks,
+            seconds=s.seconds,
+            failures=list(s.failures),
+        )
+    )
+
+
+def ingest_event_from_pb(pb: ingest_pb2.IngestResponse) -> d.FileProgress | d.IngestSummary:
+    if pb.WhichOneof("event") == "summary":
+        s = pb.summary
+        return d.IngestSummary(
+            files=s.files,
+            indexed=s.indexed,
+            unchanged=s.unchanged,
+            failed=s.failed,
+            chunks=s.chunks,
+            seconds=s.seconds,
+            failures=list(s.failures),
+        )
+    f = pb.file
+    return d.FileProgress(
+        source=f.source,
+        stage=_STAGE_FROM_PB.get(f.stage, d.FileStage.FAILED),
+        index=f.index,
+        total=f.total,
+        document_id=f.document_id,
+        chunk_count=f.chunk_count,
+        reason=f.reason,
+    )
+
+
+def ask_event_to_pb(event: d.AskEvent) -> agent_pb2.AskResponse:
+    match event:
+        case d.StartEvent():
+            return agent_pb2.AskResponse(start=agent_pb2.StartEvent(trace_id=event.trace_id))
+        case d.RouteEvent():
+            return agent_pb2.AskResponse(
+                route=agent_pb2.RouteEvent(
+                    mode=mode_to_pb(event.mode), classifier=event.classifier, reason=event.reason
+                )
+            )
+        case d.ToolCallEvent():
+            return agent_pb2.AskResponse(
+                tool_call=agent_pb2.ToolCallEvent(
+                    tool=event.tool,
+                    arguments_json=event.arguments_json,
+                    result_count=event.result_count,
+                    took_ms=event.took_ms,
+                )
+            )
+        case d.EvidenceEvent():
+            return agent_pb2.AskResponse(
+                evidence=agent_pb2.EvidenceEvent(
+                    hits=[hit_to_pb(h) for h in event.hits], grade=event.grade, score=event.score
+                )
+            )
+        case d.DeltaEvent():
+            return agent_pb2.AskResponse(delta=agent_pb2.DeltaEvent(text=event.text))
+        case d.VerificationEvent():
+            return agent_pb2.AskResponse(
+                verification=agent_pb2.VerificationEvent(manifest=manifest_to_pb(event.manifest))
+            )
+        case d.DoneEvent():
+            return agent_pb2.AskResponse(
+                done=agent_pb2.DoneEvent(
+                    trace_id=event.trace_id,
+                    answer=event.answer,
+                    citations=[citation_to_pb(c) for c in event.citations],
+                    confidence=event.confidence,
+                    abstained=event.abstained,
+                    generator=event.generator,
+                    manifest=manifest_to_pb(event.manifest),
+                )
+            )
+    raise TypeError(f"not an ask event: {event!r}")
+
+
+def ask_event_from_pb(pb: agent_pb2.AskResponse) -> d.AskEvent:
+    kind = pb.WhichOneof("event")
+    if kind == "start":
+        return d.StartEvent(trace_id=pb.start.trace_id)
+    if kind == "route":
+        return d.RouteEvent(mode_from_pb(pb.route.mode), pb.route.classifier, pb.route.reason)
+    if kind == "tool_call":
+        t = pb.tool_call
+        return d.ToolCallEvent(t.tool, t.arguments_json, t.result_count, t.took_ms)
+    if kind == "evidence":
+        e = pb.evidence
+        return d.EvidenceEvent(tuple(hit_from_pb(h) for h in e.hits), e.grade, e.score)
+    if kind == "delta":
+        return d.DeltaEvent(pb.delta.text)
+    if kind == "verification":
+        return d.VerificationEvent(manifest_from_pb(pb.verification.manifest))
+    if kind == "done":
+        x = pb.done
+        return d.DoneEvent(
+            trace_id=x.trace_id,
+            answer=x.answer,
+            citations=tuple(citation_from_pb(c) for c in x.citations),
+            confidence=x.confidence,
+            abstained=x.abstained,
+            generator=x.generator,
+            manifest=manifest_from_pb(x.manifest),
+        )
+    raise ValueError(f"empty AskResponse event: {kind!r}")

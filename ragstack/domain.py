@@ -1,0 +1,198 @@
+"""Plain domain objects shared by the services. No grpc, no protobuf: see convert.py for the mapping."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class SearchMode(enum.StrEnum):
+    AUTO = "auto"
+    LEXICAL = "lexical"
+    DENSE = "dense"
+    HYBRID = "hybrid"
+
+
+class Verdict(enum.StrEnum):
+    SUPPORTED = "supported"
+    PARTIAL = "partial"
+    UNSUPPORTED = "unsupported"
+
+
+class FileStage(enum.StrEnum):
+    PARSED = "parsed"
+    CHUNKED = "chunked"
+    EMBEDDED = "embedded"
+    INDEXED = "indexed"
+    UNCHANGED = "unchanged"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class Document:
+    document_id: str
+    library: str
+    source: str
+    revision: str
+    fingerprint: str
+    title: str
+    media_type: str
+    chunk_count: int = 0
+    indexed_at: str = ""
+
+
+@dataclass(frozen=True)
+class Chunk:
+    chunk_id: str
+    document_id: str
+    library: str
+    text: str
+    heading_path: tuple[str, ...] = ()
+    pages: tuple[int, ...] = ()
+    position: int = 0
+    title: str = ""
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class SignalScore:
+    signal: str
+    score: float
+    rank: int = 0
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    chunk: Chunk
+    score: float
+    signals: tuple[SignalScore, ...] = ()
+
+
+@dataclass(frozen=True)
+class Citation:
+    ref: str
+    chunk: Chunk
+    quote: str = ""
+
+
+@dataclass(frozen=True)
+class Evidence:
+    ref: str
+    chunk_id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Claim:
+    claim_id: str
+    claim: str
+    refs: tuple[str, ...]
+    verdict: Verdict
+    confidence: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class Manifest:
+    claims: tuple[Claim, ...] = ()
+    supported_ratio: float = 0.0
+    method: str = ""
+    verified: bool = True
+
+
+@dataclass(frozen=True)
+class Verification:
+    manifest: Manifest
+    confidence: float
+    abstain: bool
+
+
+@dataclass(frozen=True)
+class FileProgress:
+    source: str
+    stage: FileStage
+    index: int
+    total: int
+    document_id: str = ""
+    chunk_count: int = 0
+    reason: str = ""
+
+
+@dataclass
+class IngestSummary:
+    files: int = 0
+    indexed: int = 0
+    unchanged: int = 0
+    failed: int = 0
+    chunks: int = 0
+    seconds: float = 0.0
+    failures: list[str] = field(default_factory=list)
+
+
+# Events of an answer stream, in the order the agent emits them.
+
+
+@dataclass(frozen=True)
+class StartEvent:
+    trace_id: str
+
+
+@dataclass(frozen=True)
+class RouteEvent:
+    mode: SearchMode
+    classifier: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ToolCallEvent:
+    tool: str
+    arguments_json: str
+    result_count: int
+    took_ms: float
+
+
+@dataclass(frozen=True)
+class EvidenceEvent:
+    hits: tuple[SearchHit, ...]
+    grade: str
+    score: float
+
+
+@dataclass(frozen=True)
+class DeltaEvent:
+    text: str
+
+
+@dataclass(frozen=True)
+class VerificationEvent:
+    manifest: Manifest
+
+
+@dataclass(frozen=True)
+class DoneEvent:
+    trace_id: str
+    answer: str
+    citations: tuple[Citation, ...]
+    confidence: float
+    abstained: bool
+    generator: str
+    manifest: Manifest
+
+
+AskEvent = (
+    StartEvent | RouteEvent | ToolCallEvent | EvidenceEvent | DeltaEvent | VerificationEvent | DoneEvent
+)
+
+
+_LIBRARY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
+
+
+def library_name(raw: str, default: str) -> str:
+    """The library a request names (or the default), checked: 1-64 of [A-Za-z0-9_.-]."""
+    from ragstack.errors import InvalidArgument
+
+    name = raw or default
+    if len(name) > 64 or not set(name) <= _LIBRARY_CHARS:
+        raise InvalidArgument(f"invalid library name {name!r}: use 1-64 of A-Z a-z 0-9 _ . -")
+    return name

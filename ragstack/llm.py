@@ -1,0 +1,64 @@
+"""The LLM client: Ollama when reachable. Callers check `available()` and take their offline path
+when it is False; the answer and the trace say which path ran."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+from ragstack.config import LLMConfig
+
+log = logging.getLogger(__name__)
+PROBE_TTL_S = 30.0
+
+
+class LLM:
+    def __init__(self, cfg: LLMConfig, clock: Callable[[], float] = time.monotonic) -> None:
+        self.cfg = cfg
+        self._clock = clock
+        self._probed_at = float("-inf")
+        self._available = False
+
+    @property
+    def name(self) -> str:
+        return f"llm:{self.cfg.model}"
+
+    def _client(self, timeout: float) -> Any:
+        import ollama
+
+        # The ollama client has no default timeout: always give one.
+        return ollama.AsyncClient(host=self.cfg.host, timeout=timeout)
+
+    async def available(self) -> bool:
+        """Whether the server answers and has the model; cached for a while."""
+        if not self.cfg.enabled:
+            return False
+        now = self._clock()
+        if now - self._probed_at < PROBE_TTL_S:
+            return self._available
+        self._probed_at = now
+        try:
+            listing = await self._client(self.cfg.probe_timeout_s).list()
+            names = {m.model for m in listing.models}
+            self._available = self.cfg.model in names or f"{self.cfg.model}:latest" in names
+            if not self._available:
+                log.warning("Ollama at %s has no model %s; using offline paths", self.cfg.host, self.cfg.model)
+        except Exception as err:  # unreachable, refused, timeout: all mean "not now"
+            log.info("Ollama at %s not reachable (%s); using offline paths", self.cfg.host, type(err).__name__)
+            self._available = False
+        return self._available
+
+    async def stream_chat(self, messages: Sequence[dict[str, str]]) -> AsyncIterator[str]:
+        client = self._client(self.cfg.timeout_s)
+        stream = await client.chat(
+            model=self.cfg.model,
+            messages=list(messages),
+            stream=True,
+            options={"temperature": self.cfg.temperature},
+        )
+        async for part in stream:
+            text = part.message.content or ""
+            if text:
+                yield text

@@ -1,0 +1,211 @@
+"""Typed clients of the four services. Every call states its deadline; idempotent calls retry on
+UNAVAILABLE (service config, not home-made loops); failures surface as `ragstack.errors.RpcError`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from ragstack import convert
+from ragstack import domain as d
+from ragstack.errors import RpcError
+from ragstack.v1 import (
+    agent_pb2,
+    agent_pb2_grpc,
+    ingest_pb2,
+    ingest_pb2_grpc,
+    retrieve_pb2,
+    retrieve_pb2_grpc,
+    verify_pb2,
+    verify_pb2_grpc,
+)
+
+GRPC_SERVICES = {
+    "ingest": "ragstack.v1.IngestService",
+    "retrieve": "ragstack.v1.RetrieveService",
+    "agent": "ragstack.v1.AgentService",
+    "verify": "ragstack.v1.VerifyService",
+}
+
+# Only calls that change nothing are retried, and only when the peer was unreachable.
+_RETRY_POLICY = {
+    "maxAttempts": 4,
+    "initialBackoff": "0.1s",
+    "maxBackoff": "1s",
+    "backoffMultiplier": 2,
+    "retryableStatusCodes": ["UNAVAILABLE"],
+}
+_IDEMPOTENT = [
+    {"service": GRPC_SERVICES["retrieve"], "method": "Search"},
+    {"service": GRPC_SERVICES["verify"], "method": "Verify"},
+    {"service": GRPC_SERVICES["ingest"], "method": "ListDocuments"},
+    {"service": GRPC_SERVICES["ingest"], "method": "GetDocument"},
+    {"service": GRPC_SERVICES["agent"], "method": "GetTrace"},
+    {"service": "grpc.health.v1.Health", "method": "Check"},
+]
+SERVICE_CONFIG = json.dumps({"methodConfig": [{"name": _IDEMPOTENT, "retryPolicy": _RETRY_POLICY}]})
+
+
+def open_channel(address: str, max_message_mb: int = 64) -> grpc.aio.Channel:
+    from opentelemetry.instrumentation.grpc import aio_client_interceptors
+
+    limit = max_message_mb * 1024 * 1024
+    return grpc.aio.insecure_channel(
+        address,
+        options=[
+            ("grpc.enable_retries", 1),
+            ("grpc.service_config", SERVICE_CONFIG),
+            ("grpc.max_receive_message_length", limit),
+            ("grpc.max_send_message_length", limit),
+        ],
+        interceptors=aio_client_interceptors(),
+    )
+
+
+def _rpc_error(err: grpc.aio.AioRpcError) -> RpcError:
+    return RpcError(err.code().name, err.details() or "")
+
+
+class RetrieveClient:
+    def __init__(self, channel: grpc.aio.Channel, deadline_s: float) -> None:
+        self._stub = retrieve_pb2_grpc.RetrieveServiceStub(channel)
+        self._deadline = deadline_s
+
+    async def search(
+        self, query: str, library: str, top_k: int, mode: d.SearchMode
+    ) -> tuple[list[d.SearchHit], d.SearchMode]:
+        req = retrieve_pb2.SearchRequest(
+            query=query, library=library, top_k=top_k, mode=convert.mode_to_pb(mode)
+        )
+        try:
+            resp = await self._stub.Search(req, timeout=self._deadline)
+        except grpc.aio.AioRpcError as err:
+            raise _rpc_error(err) from None
+        return [convert.hit_from_pb(h) for h in resp.hits], convert.mode_from_pb(resp.mode)
+
+
+class VerifyClient:
+    def __init__(self, channel: grpc.aio.Channel, deadline_s: float) -> None:
+        self._stub = verify_pb2_grpc.VerifyServiceStub(channel)
+        self._deadline = deadline_s
+
+    async def verify(
+        self, answer: str, evidence: Iterable[d.Evidence], evidence_score: float
+    ) -> d.Verification:
+        req = verify_pb2.VerifyRequest(
+            answer=answer,
+            evidence=[verify_pb2.Evidence(ref=e.ref, chunk_id=e.chunk_id, text=e.text) for e in evidence],
+            evidence_score=evidence_score,
+        )
+        try:
+            resp = await self._stub.Verify(req, timeout=self._deadline)
+        except grpc.aio.AioRpcError as err:
+            raise _rpc_error(err) from None
+        return d.Verification(convert.manifest_from_pb(resp.manifest), resp.confidence, resp.abstain)
+
+
+class AgentClient:
+    def __init__(self, channel: grpc.aio.Channel, deadline_s: float) -> None:
+        self._stub = agent_pb2_grpc.AgentServiceStub(channel)
+        self._deadline = deadline_s
+
+    async def ask_pb(
+        self, question: str, library: str = "", mode: d.SearchMode = d.SearchMode.AUTO, top_k: int = 0
+    ) -> AsyncIterator[agent_pb2.AskResponse]:
+        """The raw event stream (the gateway relays it as JSON)."""
+        req = agent_pb2.AskRequest(
+            question=question, library=library, mode=convert.mode_to_pb(mode), top_k=top_k
+        )
+        call = self._stub.Ask(req, timeout=self._deadline)
+        try:
+            async for event in call:
+                yield event
+        except grpc.aio.AioRpcError as err:
+            raise _rpc_error(err) from None
+        finally:
+            call.cancel()
+
+    async def ask(
+        self, question: str, library: str = "", mode: d.SearchMode = d.SearchMode.AUTO, top_k: int = 0
+    ) -> AsyncIterator[d.AskEvent]:
+        async for pb in self.ask_pb(question, library, mode, top_k):
+            yield convert.ask_event_from_pb(pb)
+
+    async def get_trace(self, trace_id: str) -> dict[str, Any]:
+        try:
+            resp = await self._stub.GetTrace(
+                agent_pb2.GetTraceRequest(trace_id=trace_id), timeout=self._deadline
+            )
+        except grpc.aio.AioRpcError as err:
+            raise _rpc_error(err) from None
+        result: dict[str, Any] = json.loads(resp.trace_json)
+        return result
+
+
+class IngestClient:
+    def __init__(self, channel: grpc.aio.Channel, deadline_s: float, short_deadline_s: float = 10.0) -> None:
+        self._stub = ingest_pb2_grpc.IngestServiceStub(channel)
+        self._deadline = deadline_s
+        self._short = short_deadline_s
+
+    async def ingest(
+        self,
+        paths: Iterable[str] = (),
+        files: Iterable[tuple[str, bytes]] = (),
+        library: str = "",
+    ) -> AsyncIterator[d.FileProgress | d.IngestSummary]:
+        req = ingest_pb2.IngestRequest(
+            library=library,
+            paths=list(paths),
+            files=[ingest_pb2.FileUpload(filename=n, content=c) for n, c in files],
+        )
+        call = self._stub.Ingest(req, timeout=self._deadline)
+        try:
+            async for event in call:
+                yield convert.ingest_event_from_pb(event)
+        except grpc.aio.AioRpcError as err:
+            raise _rpc_error(err) from None
+        finally:
+            call.cancel()
+
+    async def list_documents(self, library: str = "") -> list[d.Document]:
+        try:
+            resp = await self._stub.ListDocuments(
+                ingest_pb2.ListDocumentsRequest(library=library), timeout=self._short
+            )
+        except grpc.aio.AioRpcError as err:
+            raise _rpc_error(err) from None
+        return [convert.document_from_pb(x) for x in resp.documents]
+
+    async def get_document(self, document_id: str) -> d.Document:
+        try:
+            resp = await self._stub.GetDocument(
+                ingest_pb2.GetDocumentRequest(document_id=document_id), timeout=self._short
+            )
+        except grpc.aio.AioRpcError as err:
+            raise _rpc_error(err) from None
+        return convert.document_from_pb(resp.document)
+
+    async def delete_document(self, document_id: str) -> int:
+        try:
+            resp = await self._stub.DeleteDocument(
+                ingest_pb2.DeleteDocumentRequest(document_id=document_id), timeout=self._short
+            )
+        except grpc.aio.AioRpcError as err:
+            raise _rpc_error(err) from None
+        return int(resp.chunks_removed)
+
+
+async def check_health(channel: grpc.aio.Channel, service: str, deadline_s: float) -> str:
+    """The peer's health status name (`SERVING`, `NOT_SERVING`, ...), or `UNREACHABLE`."""
+    stub = health_pb2_grpc.HealthStub(channel)
+    try:
+        resp = await stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=deadline_s)
+    except grpc.aio.AioRpcError as err:
+        return "UNREACHABLE" if err.code() in (grpc.StatusCode.UNAVAILABLE,
+                                               grpc.StatusCode.DEADLINE_EXCEEDED) else err.code().name
+    return str(health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status))

@@ -1,0 +1,1 @@
+"""Store access shared by ingest (the single writer) and retrieve (readers)."""

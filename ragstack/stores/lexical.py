@@ -1,0 +1,106 @@
+"""BM25 over chunks in tantivy. One writer (ingest); readers reload before each search."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ragstack.domain import Chunk
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+FIELD_BOOSTS = {"title": 2.0, "heading": 1.5, "text": 1.0}
+
+
+def _schema() -> Any:
+    import tantivy
+
+    b = tantivy.SchemaBuilder()
+    b.add_text_field("chunk_id", stored=True, tokenizer_name="raw")
+    b.add_text_field("document_id", stored=True, tokenizer_name="raw")
+    b.add_text_field("library", stored=True, tokenizer_name="raw")
+    b.add_text_field("title", stored=True, tokenizer_name="en_stem")
+    b.add_text_field("heading", stored=False, tokenizer_name="en_stem")
+    b.add_text_field("text", stored=True, tokenizer_name="en_stem")
+    b.add_text_field("meta", stored=True, index_option="basic", tokenizer_name="raw")
+    return b.build()
+
+
+def query_terms(text: str) -> list[str]:
+    """The words of a free-text query; query syntax in user text is never interpreted."""
+    return [w.lower() for w in _WORD.findall(text)]
+
+
+class LexicalStore:
+    def __init__(self, path: Path, writer: bool = False) -> None:
+        import tantivy
+
+        path.mkdir(parents=True, exist_ok=True)
+        self._schema = _schema()
+        self._index = tantivy.Index(self._schema, path=str(path), reuse=True)
+        self._writer = self._index.writer(heap_size=64_000_000, num_threads=1) if writer else None
+
+    def replace_document(self, document_id: str, chunks: Sequence[Chunk]) -> None:
+        import tantivy
+
+        assert self._writer is not None, "read-only LexicalStore"
+        self._writer.delete_documents_by_term("document_id", document_id)
+        for c in chunks:
+            meta = json.dumps(
+                {"heading_path": list(c.heading_path), "pages": list(c.pages), "position": c.position,
+                 "source": c.source}
+            )
+            self._writer.add_document(
+                tantivy.Document(
+                    chunk_id=c.chunk_id,
+                    document_id=c.document_id,
+                    library=c.library,
+                    title=c.title,
+                    heading=" ".join(c.heading_path),
+                    text=c.text,
+                    meta=meta,
+                )
+            )
+        self._writer.commit()
+
+    def delete_document(self, document_id: str) -> None:
+        assert self._writer is not None, "read-only LexicalStore"
+        self._writer.delete_documents_by_term("document_id", document_id)
+        self._writer.commit()
+
+    def search(self, query: str, library: str, k: int) -> list[tuple[Chunk, float]]:
+        import tantivy
+
+        terms = query_terms(query)
+        if not terms:
+            return []
+        self._index.reload()
+        text_query = self._index.parse_query(
+            " ".join(terms), list(FIELD_BOOSTS), field_boosts=FIELD_BOOSTS
+        )
+        q = tantivy.Query.boolean_query(
+            [
+                (tantivy.Occur.Must, text_query),
+                (tantivy.Occur.Must, tantivy.Query.term_query(self._schema, "library", library)),
+            ]
+        )
+        searcher = self._index.searcher()
+        out = []
+        for score, address in searcher.search(q, k).hits:
+            doc = searcher.doc(address)
+            meta = json.loads(doc["meta"][0])
+            chunk = Chunk(
+                chunk_id=doc["chunk_id"][0],
+                document_id=doc["document_id"][0],
+                library=doc["library"][0],
+                text=doc["text"][0],
+                heading_path=tuple(meta["heading_path"]),
+                pages=tuple(meta["pages"]),
+                position=int(meta["position"]),
+                title=doc["title"][0],
+                source=meta["source"],
+            )
+            out.append((chunk, float(score)))
+        return out

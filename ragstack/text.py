@@ -1,0 +1,61 @@
+"""Text utilities shared by the services: sentence splitting, word normalisation, numbers."""
+
+from __future__ import annotations
+
+import re
+
+# A sentence ends at . ! or ? followed by space and an upper-case letter, digit, quote or bracket;
+# common abbreviations and initials do not end one.
+_BOUNDARY = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+_ABBREV = re.compile(r"(?:\b(?:e\.g|i\.e|etc|vs|cf|al|Dr|Mr|Mrs|Ms|Prof|Fig|No|approx)\.|\b[A-Z]\.)$")
+_WORD = re.compile(r"[A-Za-z0-9]+(?:[.'-][A-Za-z0-9]+)*")
+_NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:[.,]\d+)*(?:%|\b)")
+
+STOPWORDS = frozenset(
+    """a an and are as at be been but by can could did do does for from had has have how i if in into is it
+    its of on or our so such than that the their them then there these they this those to was we were what
+    when where which who whom why will with would you your""".split()
+)
+
+
+# Blank lines and list items end a sentence whatever precedes them.
+_BLOCK_BREAK = re.compile(r"\n\s*\n|\n(?=[ \t]*(?:[-*+]|\d+[.)])[ \t])")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of prose, whitespace-normalised, empty ones dropped."""
+    return [s for block in _BLOCK_BREAK.split(text) for s in _split_block(block)]
+
+
+def _split_block(text: str) -> list[str]:
+    flat = " ".join(text.split())
+    if not flat:
+        return []
+    parts: list[str] = []
+    start = 0
+    for m in _BOUNDARY.finditer(flat):
+        candidate = flat[start : m.start()].strip()
+        if _ABBREV.search(candidate):
+            continue
+        if candidate:
+            parts.append(candidate)
+        start = m.end()
+    tail = flat[start:].strip()
+    if tail:
+        parts.append(tail)
+    return parts
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased word tokens."""
+    return [w.lower() for w in _WORD.findall(text)]
+
+
+def content_words(text: str) -> set[str]:
+    """Lower-cased words minus stopwords."""
+    return {w for w in words(text) if w not in STOPWORDS}
+
+
+def numbers(text: str) -> set[str]:
+    """Numbers as written (thousands separators removed), e.g. {"512", "0.5", "60%"}."""
+    return {n.replace(",", "") for n in _NUMBER.findall(text)}

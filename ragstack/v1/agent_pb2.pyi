@@ -1,0 +1,118 @@
+from ragstack.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class AskRequest(_message.Message):
+    __slots__ = ("question", "library", "mode", "top_k")
+    QUESTION_FIELD_NUMBER: _ClassVar[int]
+    LIBRARY_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    TOP_K_FIELD_NUMBER: _ClassVar[int]
+    question: str
+    library: str
+    mode: _common_pb2.SearchMode
+    top_k: int
+    def __init__(self, question: _Optional[str] = ..., library: _Optional[str] = ..., mode: _Optional[_Union[_common_pb2.SearchMode, str]] = ..., top_k: _Optional[int] = ...) -> None: ...
+
+class StartEvent(_message.Message):
+    __slots__ = ("trace_id",)
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    trace_id: str
+    def __init__(self, trace_id: _Optional[str] = ...) -> None: ...
+
+class RouteEvent(_message.Message):
+    __slots__ = ("mode", "classifier", "reason")
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    CLASSIFIER_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    mode: _common_pb2.SearchMode
+    classifier: str
+    reason: str
+    def __init__(self, mode: _Optional[_Union[_common_pb2.SearchMode, str]] = ..., classifier: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ToolCallEvent(_message.Message):
+    __slots__ = ("tool", "arguments_json", "result_count", "took_ms")
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_JSON_FIELD_NUMBER: _ClassVar[int]
+    RESULT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    TOOK_MS_FIELD_NUMBER: _ClassVar[int]
+    tool: str
+    arguments_json: str
+    result_count: int
+    took_ms: float
+    def __init__(self, tool: _Optional[str] = ..., arguments_json: _Optional[str] = ..., result_count: _Optional[int] = ..., took_ms: _Optional[float] = ...) -> None: ...
+
+class EvidenceEvent(_message.Message):
+    __slots__ = ("hits", "grade", "score")
+    HITS_FIELD_NUMBER: _ClassVar[int]
+    GRADE_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    hits: _containers.RepeatedCompositeFieldContainer[_common_pb2.SearchHit]
+    grade: str
+    score: float
+    def __init__(self, hits: _Optional[_Iterable[_Union[_common_pb2.SearchHit, _Mapping]]] = ..., grade: _Optional[str] = ..., score: _Optional[float] = ...) -> None: ...
+
+class DeltaEvent(_message.Message):
+    __slots__ = ("text",)
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    def __init__(self, text: _Optional[str] = ...) -> None: ...
+
+class VerificationEvent(_message.Message):
+    __slots__ = ("manifest",)
+    MANIFEST_FIELD_NUMBER: _ClassVar[int]
+    manifest: _common_pb2.Manifest
+    def __init__(self, manifest: _Optional[_Union[_common_pb2.Manifest, _Mapping]] = ...) -> None: ...
+
+class DoneEvent(_message.Message):
+    __slots__ = ("trace_id", "answer", "citations", "confidence", "abstained", "generator", "manifest")
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_FIELD_NUMBER: _ClassVar[int]
+    CITATIONS_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    ABSTAINED_FIELD_NUMBER: _ClassVar[int]
+    GENERATOR_FIELD_NUMBER: _ClassVar[int]
+    MANIFEST_FIELD_NUMBER: _ClassVar[int]
+    trace_id: str
+    answer: str
+    citations: _containers.RepeatedCompositeFieldContainer[_common_pb2.Citation]
+    confidence: float
+    abstained: bool
+    generator: str
+    manifest: _common_pb2.Manifest
+    def __init__(self, trace_id: _Optional[str] = ..., answer: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[_common_pb2.Citation, _Mapping]]] = ..., confidence: _Optional[float] = ..., abstained: _Optional[bool] = ..., generator: _Optional[str] = ..., manifest: _Optional[_Union[_common_pb2.Manifest, _Mapping]] = ...) -> None: ...
+
+class AskResponse(_message.Message):
+    __slots__ = ("start", "route", "tool_call", "evidence", "delta", "verification", "done")
+    START_FIELD_NUMBER: _ClassVar[int]
+    ROUTE_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_FIELD_NUMBER: _ClassVar[int]
+    EVIDENCE_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
+    VERIFICATION_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    start: StartEvent
+    route: RouteEvent
+    tool_call: ToolCallEvent
+    evidence: EvidenceEvent
+    delta: DeltaEvent
+    verification: VerificationEvent
+    done: DoneEvent
+    def __init__(self, start: _Optional[_Union[StartEvent, _Mapping]] = ..., route: _Optional[_Union[RouteEvent, _Mapping]] = ..., tool_call: _Optional[_Union[ToolCallEvent, _Mapping]] = ..., evidence: _Optional[_Union[EvidenceEvent, _Mapping]] = ..., delta: _Optional[_Union[DeltaEvent, _Mapping]] = ..., verification: _Optional[_Union[VerificationEvent, _Mapping]] = ..., done: _Optional[_Union[DoneEvent, _Mapping]] = ...) -> None: ...
+
+class GetTraceRequest(_message.Message):
+    __slots__ = ("trace_id",)
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    trace_id: str
+    def __init__(self, trace_id: _Optional[str] = ...) -> None: ...
+
+class GetTraceResponse(_message.Message):
+    __slots__ = ("trace_json",)
+    TRACE_JSON_FIELD_NUMBER: _ClassVar[int]
+    trace_json: str
+    def __init__(self, trace_json: _Optional[str] = ...) -> None: ...

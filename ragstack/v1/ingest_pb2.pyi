@@ -1,0 +1,124 @@
+from ragstack.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class FileStage(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FILE_STAGE_UNSPECIFIED: _ClassVar[FileStage]
+    FILE_STAGE_PARSED: _ClassVar[FileStage]
+    FILE_STAGE_CHUNKED: _ClassVar[FileStage]
+    FILE_STAGE_EMBEDDED: _ClassVar[FileStage]
+    FILE_STAGE_INDEXED: _ClassVar[FileStage]
+    FILE_STAGE_UNCHANGED: _ClassVar[FileStage]
+    FILE_STAGE_FAILED: _ClassVar[FileStage]
+FILE_STAGE_UNSPECIFIED: FileStage
+FILE_STAGE_PARSED: FileStage
+FILE_STAGE_CHUNKED: FileStage
+FILE_STAGE_EMBEDDED: FileStage
+FILE_STAGE_INDEXED: FileStage
+FILE_STAGE_UNCHANGED: FileStage
+FILE_STAGE_FAILED: FileStage
+
+class FileUpload(_message.Message):
+    __slots__ = ("filename", "content")
+    FILENAME_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    filename: str
+    content: bytes
+    def __init__(self, filename: _Optional[str] = ..., content: _Optional[bytes] = ...) -> None: ...
+
+class IngestRequest(_message.Message):
+    __slots__ = ("library", "paths", "files")
+    LIBRARY_FIELD_NUMBER: _ClassVar[int]
+    PATHS_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    library: str
+    paths: _containers.RepeatedScalarFieldContainer[str]
+    files: _containers.RepeatedCompositeFieldContainer[FileUpload]
+    def __init__(self, library: _Optional[str] = ..., paths: _Optional[_Iterable[str]] = ..., files: _Optional[_Iterable[_Union[FileUpload, _Mapping]]] = ...) -> None: ...
+
+class FileProgress(_message.Message):
+    __slots__ = ("source", "stage", "document_id", "reason", "chunk_count", "index", "total")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_COUNT_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    source: str
+    stage: FileStage
+    document_id: str
+    reason: str
+    chunk_count: int
+    index: int
+    total: int
+    def __init__(self, source: _Optional[str] = ..., stage: _Optional[_Union[FileStage, str]] = ..., document_id: _Optional[str] = ..., reason: _Optional[str] = ..., chunk_count: _Optional[int] = ..., index: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
+
+class IngestSummary(_message.Message):
+    __slots__ = ("files", "indexed", "unchanged", "failed", "chunks", "seconds", "failures")
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    INDEXED_FIELD_NUMBER: _ClassVar[int]
+    UNCHANGED_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    FAILURES_FIELD_NUMBER: _ClassVar[int]
+    files: int
+    indexed: int
+    unchanged: int
+    failed: int
+    chunks: int
+    seconds: float
+    failures: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, files: _Optional[int] = ..., indexed: _Optional[int] = ..., unchanged: _Optional[int] = ..., failed: _Optional[int] = ..., chunks: _Optional[int] = ..., seconds: _Optional[float] = ..., failures: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class IngestResponse(_message.Message):
+    __slots__ = ("file", "summary")
+    FILE_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    file: FileProgress
+    summary: IngestSummary
+    def __init__(self, file: _Optional[_Union[FileProgress, _Mapping]] = ..., summary: _Optional[_Union[IngestSummary, _Mapping]] = ...) -> None: ...
+
+class ListDocumentsRequest(_message.Message):
+    __slots__ = ("library",)
+    LIBRARY_FIELD_NUMBER: _ClassVar[int]
+    library: str
+    def __init__(self, library: _Optional[str] = ...) -> None: ...
+
+class ListDocumentsResponse(_message.Message):
+    __slots__ = ("documents",)
+    DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
+    documents: _containers.RepeatedCompositeFieldContainer[_common_pb2.Document]
+    def __init__(self, documents: _Optional[_Iterable[_Union[_common_pb2.Document, _Mapping]]] = ...) -> None: ...
+
+class GetDocumentRequest(_message.Message):
+    __slots__ = ("document_id",)
+    DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    document_id: str
+    def __init__(self, document_id: _Optional[str] = ...) -> None: ...
+
+class GetDocumentResponse(_message.Message):
+    __slots__ = ("document",)
+    DOCUMENT_FIELD_NUMBER: _ClassVar[int]
+    document: _common_pb2.Document
+    def __init__(self, document: _Optional[_Union[_common_pb2.Document, _Mapping]] = ...) -> None: ...
+
+class DeleteDocumentRequest(_message.Message):
+    __slots__ = ("document_id",)
+    DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    document_id: str
+    def __init__(self, document_id: _Optional[str] = ...) -> None: ...
+
+class DeleteDocumentResponse(_message.Message):
+    __slots__ = ("chunks_removed",)
+    CHUNKS_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    chunks_removed: int
+    def __init__(self, chunks_removed: _Optional[int] = ...) -> None: ...

@@ -1,0 +1,33 @@
+"""Builds the agent service, with gRPC clients of its peers (retrieve, verify)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ragstack.resources import Resources
+from ragstack.rpc.clients import RetrieveClient, VerifyClient, open_channel
+from ragstack.service import ServiceSpec
+from ragstack.traces import TraceStore
+from services.agent.ask import Agent
+from services.agent.servicer import AgentServicer, register
+
+
+def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
+    cfg = res.cfg
+    mb = cfg.services.max_message_mb
+    retrieve_channel = open_channel(peers["retrieve"], mb)
+    verify_channel = open_channel(peers["verify"], mb)
+    agent = Agent(
+        retriever=RetrieveClient(retrieve_channel, cfg.deadlines.retrieve_s),
+        verifier=VerifyClient(verify_channel, cfg.deadlines.verify_s),
+        llm=res.llm,
+        traces=TraceStore(cfg.traces_dir, cfg.traces.retention, cfg.traces.enabled),
+        generation=cfg.generation,
+        default_top_k=cfg.retrieve.top_k,
+    )
+
+    async def close() -> None:
+        await retrieve_channel.close()
+        await verify_channel.close()
+
+    return ServiceSpec(name="agent", register=register(AgentServicer(agent, cfg.library)), aclose=close)

@@ -1,0 +1,42 @@
+"""AgentService over gRPC: protobuf in, Agent calls, protobuf out."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+
+import grpc
+
+from ragstack import convert
+from ragstack.domain import library_name
+from ragstack.traces import check_trace_id
+from ragstack.v1 import agent_pb2, agent_pb2_grpc
+from services.agent.ask import Agent
+
+
+class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
+    def __init__(self, agent: Agent, default_library: str) -> None:
+        self._agent = agent
+        self._default_library = default_library
+
+    async def Ask(  # noqa: N802 (gRPC method name)
+        self, request: agent_pb2.AskRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[agent_pb2.AskResponse]:
+        events = self._agent.ask(
+            request.question,
+            library_name(request.library, self._default_library),
+            convert.mode_from_pb(request.mode),
+            request.top_k,
+        )
+        async for event in events:
+            yield convert.ask_event_to_pb(event)
+
+    async def GetTrace(  # noqa: N802
+        self, request: agent_pb2.GetTraceRequest, context: grpc.aio.ServicerContext
+    ) -> agent_pb2.GetTraceResponse:
+        trace = self._agent.trace(check_trace_id(request.trace_id))
+        return agent_pb2.GetTraceResponse(trace_json=json.dumps(trace, ensure_ascii=False))
+
+
+def register(servicer: AgentServicer) -> Callable[[grpc.aio.Server], None]:
+    return lambda server: agent_pb2_grpc.add_AgentServiceServicer_to_server(servicer, server)

@@ -1,0 +1,184 @@
+"""Structure-aware chunking of Markdown: heading paths, sentence packing with overlap, and atomic
+code blocks and table rows (a fence is never cut; a table splits only between rows)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from ragstack.text import split_sentences
+
+_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+@dataclass(frozen=True)
+class Unit:
+    """The smallest piece the chunker moves: a sentence, a code block, a table row, a list item."""
+
+    text: str
+    prose: bool  # only prose sentences are repeated as overlap
+    sep: str = " "  # how it joins the previous unit
+    header: str = ""  # a table row's header, repeated when the table continues in a new chunk
+
+
+@dataclass(frozen=True)
+class Section:
+    heading_path: tuple[str, ...]
+    units: list[Unit]
+
+
+@dataclass(frozen=True)
+class TextChunk:
+    text: str
+    heading_path: tuple[str, ...]
+
+
+def _blocks(lines: list[str]) -> Iterator[tuple[str, str | list[str]]]:
+    """Yields ("heading", (level, text)) / ("code", text) / ("table", rows) / ("para", text)."""
+    i = 0
+    para: list[str] = []
+
+    def flush() -> Iterator[tuple[str, str | list[str]]]:
+        if para:
+            yield "para", "\n".join(para)
+            para.clear()
+
+    while i < len(lines):
+        line = lines[i]
+        fence = _FENCE.match(line)
+        if fence:
+            yield from flush()
+            marker = fence.group(1)
+            block = [line]
+            i += 1
+            while i < len(lines):
+                block.append(lines[i])
+                i += 1
+                if lines[i - 1].strip().startswith(marker) and len(block) > 1:
+                    break
+            yield "code", "\n".join(block)
+            continue
+        heading = _HEADING.match(line)
+        if heading:
+            yield from flush()
+            yield "heading", f"{len(heading.group(1))}\t{heading.group(2)}"
+            i += 1
+            continue
+        if line.lstrip().startswith("|"):
+            yield from flush()
+            rows = []
+            while i < len(lines) and lines[i].lstrip().startswith("|"):
+                rows.append(lines[i])
+                i += 1
+            yield "table", rows
+            continue
+        if not line.strip():
+            yield from flush()
+        elif re.match(r"^\s*([-*+]|\d+[.)])\s+", line):
+            yield from flush()
+            para.append(line)
+            yield from flush()
+        else:
+            para.append(line)
+        i += 1
+    yield from flush()
+
+
+def sections(markdown: str, title: str) -> list[Section]:
+    """Splits Markdown into sections, each with its heading path (the title first)."""
+    stack: list[tuple[int, str]] = []
+    out: list[Section] = []
+    current: list[Unit] = []
+
+    def path() -> tuple[str, ...]:
+        names = [t for _, t in stack]
+        return tuple(names) if names and stack[0][0] == 1 else (title, *names)
+
+    for kind, value in _blocks(markdown.splitlines()):
+        if kind == "heading":
+            assert isinstance(value, str)
+            if current:
+                out.append(Section(path(), current))
+                current = []
+            level_s, text = value.split("\t", 1)
+            level = int(level_s)
+            while stack and stack[-1][0] >= level:
+                stack.pop()
+            stack.append((level, text.strip()))
+        elif kind == "code":
+            assert isinstance(value, str)
+            current.append(Unit(value, prose=False, sep="\n\n"))
+        elif kind == "table":
+            assert isinstance(value, list)
+            header = value[:2] if len(value) > 2 and set(value[1].replace("|", "").strip()) <= set("-: ") else []
+            body = value[len(header) :]
+            head = "\n".join(header)
+            if header:
+                current.append(Unit(head, prose=False, sep="\n\n"))
+            for row in body:
+                current.append(Unit(row, prose=False, sep="\n", header=head))
+        else:
+            assert isinstance(value, str)
+            for j, sentence in enumerate(split_sentences(value)):
+                current.append(Unit(sentence, prose=True, sep=" " if j else "\n\n"))
+    if current:
+        out.append(Section(path(), current))
+    return out
+
+
+def _split_long(unit: Unit, budget: int, count: Callable[[str], int]) -> list[Unit]:
+    """A prose sentence over the budget is cut between words; code and table rows never are."""
+    if not unit.prose or count(unit.text) <= budget:
+        return [unit]
+    pieces: list[Unit] = []
+    words: list[str] = []
+    for word in unit.text.split():
+        if words and count(" ".join([*words, word])) > budget:
+            pieces.append(Unit(" ".join(words), prose=True, sep=" "))
+            words = []
+        words.append(word)
+    if words:
+        pieces.append(Unit(" ".join(words), prose=True, sep=" "))
+    return pieces
+
+
+def chunk_markdown(
+    markdown: str,
+    title: str,
+    max_tokens: int,
+    overlap_sentences: int,
+    count_tokens: Callable[[str], int],
+) -> list[TextChunk]:
+    """Packs each section's units into chunks of at most `max_tokens` (a single atomic unit may
+    exceed it), starting every chunk after the first with the last prose sentences of the one before."""
+    chunks: list[TextChunk] = []
+    for section in sections(markdown, title):
+        units = [p for u in section.units for p in _split_long(u, max_tokens, count_tokens)]
+        current: list[Unit] = []
+        size = 0
+        fresh = 0  # units in `current` that are not overlap
+        for unit in units:
+            n = count_tokens(unit.text)
+            if current and fresh and size + n > max_tokens:
+                chunks.append(TextChunk(_join(current), section.heading_path))
+                overlap = [u for u in current[-overlap_sentences:] if u.prose] if overlap_sentences else []
+                if overlap and sum(count_tokens(u.text) for u in overlap) + n > max_tokens:
+                    overlap = []
+                if unit.header:
+                    overlap = [Unit(unit.header, prose=False, sep="\n\n")]
+                current, size, fresh = overlap, sum(count_tokens(u.text) for u in overlap), 0
+            current.append(unit)
+            size += n
+            fresh += 1
+        if current and fresh:
+            chunks.append(TextChunk(_join(current), section.heading_path))
+    return chunks
+
+
+def _join(units: list[Unit]) -> str:
+    text = units[0].text
+    for u in units[1:]:
+        text += u.sep + u.text
+    return text.strip()

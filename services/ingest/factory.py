@@ -1,0 +1,36 @@
+"""Builds the ingest service from the config: the single writer of every store."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ragstack.resources import Resources
+from ragstack.service import ServiceSpec
+from ragstack.stores.catalog import Catalog
+from ragstack.stores.lexical import LexicalStore
+from ragstack.stores.vectors import VectorStore
+from services.ingest.pipeline import IngestPipeline
+from services.ingest.servicer import IngestServicer, register
+
+
+def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
+    cfg = res.cfg
+    embedder = res.embedder
+    catalog = Catalog(cfg.data_dir / "catalog.sqlite")
+    pipeline = IngestPipeline(
+        catalog=catalog,
+        vectors=VectorStore(cfg.data_dir / "lancedb", embedder.dimension, writer=True),
+        lexical=LexicalStore(cfg.data_dir / "tantivy" / "chunks", writer=True),
+        embedder=embedder,
+        chunk_tokens=cfg.ingest.chunk_tokens,
+        overlap_sentences=cfg.ingest.overlap_sentences,
+        max_file_bytes=int(cfg.ingest.max_file_mb * 1024 * 1024),
+    )
+    async def close() -> None:
+        catalog.close()
+
+    return ServiceSpec(
+        name="ingest",
+        register=register(IngestServicer(pipeline, cfg.library)),
+        aclose=close,
+    )

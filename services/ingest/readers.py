@@ -1,0 +1,52 @@
+"""Turns file bytes into Markdown-shaped text with a title. This skeleton reads Markdown and text."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import PurePath
+
+from ragstack.errors import UnsupportedFormat
+
+MARKDOWN = {".md", ".markdown", ".mdx"}
+PLAIN = {".txt", ".text", ".log", ".rst"}
+SUPPORTED = MARKDOWN | PLAIN
+_H1 = re.compile(r"^#\s+(.+?)\s*#*\s*$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Parsed:
+    title: str
+    media_type: str
+    markdown: str
+
+
+def _decode(data: bytes, name: str) -> str:
+    if b"\x00" in data[:4096]:
+        raise UnsupportedFormat(f"{name}: binary content in a text file")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
+
+
+def _title_from_name(name: str) -> str:
+    return PurePath(name).stem.replace("-", " ").replace("_", " ").strip() or name
+
+
+def parse(name: str, data: bytes) -> Parsed:
+    """Parses by extension. Raises UnsupportedFormat for anything else, or for empty content."""
+    suffix = PurePath(name).suffix.lower()
+    if suffix not in SUPPORTED:
+        raise UnsupportedFormat(
+            f"unsupported format {suffix or '(no extension)'}; supported: {', '.join(sorted(SUPPORTED))}"
+        )
+    text = _decode(data, name)
+    if not text.strip():
+        raise UnsupportedFormat("empty file")
+    if suffix in MARKDOWN:
+        m = _H1.search(text)
+        return Parsed(m.group(1) if m else _title_from_name(name), "text/markdown", text)
+    # Plain text and logs are read as they are: no line may turn into a heading by accident.
+    escaped = re.sub(r"^(\s*)(#|```|~~~)", r"\1\\\2", text, flags=re.MULTILINE)
+    return Parsed(_title_from_name(name), "text/plain", escaped)

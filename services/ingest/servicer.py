@@ -1,0 +1,60 @@
+"""IngestService over gRPC: protobuf in, pipeline calls, protobuf out. Nothing else."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+
+import grpc
+
+from ragstack import convert
+from ragstack.domain import FileProgress, IngestSummary, library_name
+from ragstack.v1 import ingest_pb2, ingest_pb2_grpc
+from services.ingest.pipeline import IngestPipeline, collect_paths, upload_items
+
+_END = object()
+
+
+class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
+    def __init__(self, pipeline: IngestPipeline, default_library: str) -> None:
+        self._pipeline = pipeline
+        self._default_library = default_library
+        # The stores have one writer each: batches and deletes run one at a time.
+        self._write_lock = asyncio.Lock()
+
+    async def Ingest(  # noqa: N802 (gRPC method name)
+        self, request: ingest_pb2.IngestRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[ingest_pb2.IngestResponse]:
+        library = library_name(request.library, self._default_library)
+        items = collect_paths(request.paths) + upload_items((f.filename, f.content) for f in request.files)
+        async with self._write_lock:
+            events = self._pipeline.run(items, library)
+            while (event := await asyncio.to_thread(next, events, _END)) is not _END:
+                if isinstance(event, FileProgress):
+                    yield convert.progress_to_pb(event)
+                elif isinstance(event, IngestSummary):
+                    yield convert.summary_to_pb(event)
+
+    async def ListDocuments(  # noqa: N802
+        self, request: ingest_pb2.ListDocumentsRequest, context: grpc.aio.ServicerContext
+    ) -> ingest_pb2.ListDocumentsResponse:
+        docs = self._pipeline.list_documents(library_name(request.library, self._default_library))
+        return ingest_pb2.ListDocumentsResponse(documents=[convert.document_to_pb(x) for x in docs])
+
+    async def GetDocument(  # noqa: N802
+        self, request: ingest_pb2.GetDocumentRequest, context: grpc.aio.ServicerContext
+    ) -> ingest_pb2.GetDocumentResponse:
+        return ingest_pb2.GetDocumentResponse(
+            document=convert.document_to_pb(self._pipeline.get_document(request.document_id))
+        )
+
+    async def DeleteDocument(  # noqa: N802
+        self, request: ingest_pb2.DeleteDocumentRequest, context: grpc.aio.ServicerContext
+    ) -> ingest_pb2.DeleteDocumentResponse:
+        async with self._write_lock:
+            removed = await asyncio.to_thread(self._pipeline.delete_document, request.document_id)
+        return ingest_pb2.DeleteDocumentResponse(chunks_removed=removed)
+
+
+def register(servicer: IngestServicer) -> Callable[[grpc.aio.Server], None]:
+    return lambda server: ingest_pb2_grpc.add_IngestServiceServicer_to_server(servicer, server)

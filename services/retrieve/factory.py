@@ -1,0 +1,27 @@
+"""Builds the retrieve service: a reader of the stores that ingest writes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ragstack.resources import Resources
+from ragstack.service import ServiceSpec
+from ragstack.stores.lexical import LexicalStore
+from ragstack.stores.vectors import VectorStore
+from services.retrieve.searcher import Searcher
+from services.retrieve.servicer import RetrieveServicer, register
+
+
+def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
+    cfg = res.cfg
+    embedder = res.embedder
+    searcher = Searcher(
+        embedder=embedder,
+        dense=VectorStore(cfg.data_dir / "lancedb", embedder.dimension),
+        lexical=LexicalStore(cfg.data_dir / "tantivy" / "chunks"),
+        default_top_k=cfg.retrieve.top_k,
+        max_top_k=cfg.retrieve.max_top_k,
+        candidates=cfg.retrieve.candidates,
+        rrf_k=cfg.retrieve.rrf_k,
+    )
+    return ServiceSpec(name="retrieve", register=register(RetrieveServicer(searcher, cfg.library)))

@@ -1,0 +1,37 @@
+"""Reciprocal rank fusion of ranked lists (Cormack, Clarke and Büttcher, 2009)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from ragstack.domain import Chunk, SearchHit, SignalScore
+
+
+def reciprocal_rank_fusion(
+    ranked: Mapping[str, Sequence[tuple[Chunk, float]]], k: int = 60
+) -> list[SearchHit]:
+    """Fuses each signal's ranked (chunk, score) list: score = sum over signals of 1 / (k + rank).
+
+    Every hit keeps each signal's raw score and rank (rank 0, score 0 where a signal missed it).
+    Ties are broken by chunk id, so the order is deterministic.
+    """
+    chunks: dict[str, Chunk] = {}
+    per_signal: dict[str, dict[str, tuple[float, int]]] = {}
+    fused: dict[str, float] = {}
+    for signal, hits in ranked.items():
+        seen = per_signal.setdefault(signal, {})
+        for rank, (chunk, score) in enumerate(hits, start=1):
+            if chunk.chunk_id in seen:
+                continue
+            seen[chunk.chunk_id] = (score, rank)
+            chunks.setdefault(chunk.chunk_id, chunk)
+            fused[chunk.chunk_id] = fused.get(chunk.chunk_id, 0.0) + 1.0 / (k + rank)
+    order = sorted(fused, key=lambda cid: (-fused[cid], cid))
+    out = []
+    for cid in order:
+        signals = [
+            SignalScore(signal, *per_signal[signal].get(cid, (0.0, 0))) for signal in ranked
+        ]
+        signals.append(SignalScore("fusion", fused[cid], 0))
+        out.append(SearchHit(chunk=chunks[cid], score=fused[cid], signals=tuple(signals)))
+    return out

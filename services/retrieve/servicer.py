@@ -1,0 +1,39 @@
+"""RetrieveService over gRPC: protobuf in, Searcher calls, protobuf out."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import grpc
+
+from ragstack import convert
+from ragstack.domain import library_name
+from ragstack.v1 import retrieve_pb2, retrieve_pb2_grpc
+from services.retrieve.searcher import Searcher
+
+
+class RetrieveServicer(retrieve_pb2_grpc.RetrieveServiceServicer):
+    def __init__(self, searcher: Searcher, default_library: str) -> None:
+        self._searcher = searcher
+        self._default_library = default_library
+
+    async def Search(  # noqa: N802 (gRPC method name)
+        self, request: retrieve_pb2.SearchRequest, context: grpc.aio.ServicerContext
+    ) -> retrieve_pb2.SearchResponse:
+        start = time.perf_counter()
+        hits, mode = await self._searcher.search(
+            request.query,
+            library_name(request.library, self._default_library),
+            request.top_k,
+            convert.mode_from_pb(request.mode),
+        )
+        return retrieve_pb2.SearchResponse(
+            hits=[convert.hit_to_pb(h) for h in hits],
+            mode=convert.mode_to_pb(mode),
+            took_ms=(time.perf_counter() - start) * 1000,
+        )
+
+
+def register(servicer: RetrieveServicer) -> Callable[[grpc.aio.Server], None]:
+    return lambda server: retrieve_pb2_grpc.add_RetrieveServiceServicer_to_server(servicer, server)

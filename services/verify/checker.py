@@ -1,0 +1,109 @@
+"""The offline claim checker: semantic similarity plus consistency checks on numbers and negation.
+
+A claim is judged only against the evidence its refs point at. A claim with no ref, or with refs
+that match no evidence, cannot be judged and is unsupported (fail closed). A number in the claim
+that the cited evidence does not contain makes the claim unsupported, however similar the text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+import numpy as np
+
+from ragstack.domain import Claim, Evidence, Manifest, Verdict, Verification
+from ragstack.text import content_words, numbers, split_sentences
+from services.verify.claims import DraftClaim, split_claims
+
+_NEGATION = re.compile(r"\b(?:not|no|never|none|neither|nor|cannot|without)\b|n't\b", re.IGNORECASE)
+ABSTAIN_CONFIDENCE_CAP = 0.25
+
+
+class SentenceEmbedder(Protocol):
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+class OfflineChecker:
+    method = "offline"
+
+    def __init__(self, embedder: SentenceEmbedder, support_threshold: float, partial_threshold: float) -> None:
+        self._embedder = embedder
+        self._support = support_threshold
+        self._partial = partial_threshold
+
+    def judge(self, claim: DraftClaim, evidence: Mapping[str, Evidence]) -> Claim:
+        if not claim.refs:
+            return self._verdict(claim, Verdict.UNSUPPORTED, 1.0, "cites no evidence")
+        cited = [evidence[r] for r in claim.refs if r in evidence]
+        if not cited:
+            return self._verdict(claim, Verdict.UNSUPPORTED, 1.0, f"refs {list(claim.refs)} match no evidence")
+        text = " ".join(e.text for e in cited)
+        missing = numbers(claim.text) - numbers(text)
+        if missing:
+            return self._verdict(
+                claim, Verdict.UNSUPPORTED, 0.95, f"number {sorted(missing)[0]} is not in the cited evidence"
+            )
+        sentences = [s for e in cited for s in split_sentences(e.text)] or [text]
+        vectors = self._embedder.embed([claim.text, *sentences])
+        sims = vectors[1:] @ vectors[0]
+        words = content_words(claim.text)
+        coverage = len(words & content_words(text)) / len(words) if words else 0.0
+        score = 0.5 * float(sims.max()) + 0.5 * coverage
+        # The closest sentence by meaning and wording both: where a negation must agree.
+        per_sentence = [
+            0.5 * float(sims[i]) + 0.5 * (len(words & content_words(s)) / len(words) if words else 0.0)
+            for i, s in enumerate(sentences)
+        ]
+        best = int(np.argmax(per_sentence))
+        if bool(_NEGATION.search(claim.text)) != bool(_NEGATION.search(sentences[best])):
+            return self._verdict(
+                claim, Verdict.UNSUPPORTED, 0.6, f"negation differs from the closest evidence (score {score:.2f})"
+            )
+        if score >= self._support:
+            return self._verdict(claim, Verdict.SUPPORTED, score, f"matches cited evidence (score {score:.2f})")
+        if score >= self._partial:
+            return self._verdict(claim, Verdict.PARTIAL, score, f"partly matches (score {score:.2f})")
+        return self._verdict(claim, Verdict.UNSUPPORTED, 1.0 - score, f"not found in cited evidence (score {score:.2f})")
+
+    @staticmethod
+    def _verdict(claim: DraftClaim, verdict: Verdict, confidence: float, reason: str) -> Claim:
+        return Claim(claim.claim_id, claim.text, claim.refs, verdict, round(min(max(confidence, 0.0), 1.0), 4), reason)
+
+
+class Verifier:
+    def __init__(self, checker: OfflineChecker, abstain_threshold: float) -> None:
+        self._checker = checker
+        self._abstain_threshold = abstain_threshold
+
+    def verify(
+        self,
+        answer: str,
+        evidence: Sequence[Evidence],
+        evidence_score: float,
+        abstain_threshold: float = 0.0,
+    ) -> Verification:
+        from ragstack.errors import InvalidArgument
+
+        if not answer.strip():
+            raise InvalidArgument("answer is empty")
+        by_ref = {e.ref: e for e in evidence}
+        drafts = split_claims(answer)
+        judged = {c.claim_id: self._checker.judge(c, by_ref) for c in drafts}
+        # Verdicts are matched to claims by id; a claim without a verdict is unsupported.
+        claims = tuple(
+            judged.get(c.claim_id)
+            or Claim(c.claim_id, c.text, c.refs, Verdict.UNSUPPORTED, 1.0, "not judged")
+            for c in drafts
+        )
+        weight = {Verdict.SUPPORTED: 1.0, Verdict.PARTIAL: 0.5, Verdict.UNSUPPORTED: 0.0}
+        ratio = sum(weight[c.verdict] for c in claims) / len(claims) if claims else 0.0
+        threshold = abstain_threshold or self._abstain_threshold
+        abstain = ratio < threshold or not claims
+        grade = min(max(evidence_score, 0.0), 1.0)
+        confidence = 0.6 * ratio + 0.4 * grade
+        if abstain:
+            confidence = min(confidence, ABSTAIN_CONFIDENCE_CAP)
+        manifest = Manifest(claims, round(ratio, 4), self._checker.method, True)
+        return Verification(manifest, round(confidence, 4), abstain)
