@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -55,6 +56,7 @@ class Agent:
         default_top_k: int,
         clock: Callable[[], float] = time.perf_counter,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        new_trace_id: Callable[[], str] = lambda: uuid.uuid4().hex,
     ) -> None:
         self._retriever = retriever
         self._verifier = verifier
@@ -64,6 +66,7 @@ class Agent:
         self._top_k = default_top_k
         self._clock = clock
         self._now = now
+        self._new_trace_id = new_trace_id
 
     async def ask(
         self, question: str, library: str, mode: d.SearchMode, top_k: int
@@ -73,7 +76,8 @@ class Agent:
             raise InvalidArgument("question is empty")
         with tracer.start_as_current_span("agent.ask"):
             record: dict[str, Any] = {
-                "trace_id": current_trace_id(),
+                # The OpenTelemetry trace id when tracing is set up, so both traces join.
+                "trace_id": current_trace_id() or self._new_trace_id(),
                 "question": question,
                 "library": library,
                 "started_at": self._now().isoformat(),
@@ -123,7 +127,11 @@ class Agent:
         evidence = generate.number_evidence(hits)
         with tracer.start_as_current_span("agent.generate"):
             draft, generator = "", "extractive"
-            if evidence and await self._llm.available():
+            if grade == grading.INCORRECT:
+                # Nothing relevant came back: an answer drafted from it would only sound right.
+                record["no_draft_reason"] = "evidence graded incorrect"
+                generator = "none"
+            elif evidence and await self._llm.available():
                 try:
                     parts = []
                     async for piece in self._llm.stream_chat(generate.llm_messages(question, evidence)):
@@ -134,7 +142,7 @@ class Agent:
                     log.warning("LLM generation failed (%s); answering extractively", err)
                     record["llm_error"] = f"{type(err).__name__}: {err}"
                     draft = ""
-            if not draft:
+            if not draft and grade != grading.INCORRECT:
                 generator = "extractive"
                 draft = generate.extractive_answer(question, evidence, self._gen.max_answer_sentences)
                 async for piece in generate.stream_text(draft):

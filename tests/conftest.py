@@ -1,0 +1,88 @@
+"""Shared fixtures: the real ONNX embedder, the sample corpus, and a whole stack on loopback."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import yaml
+from opentelemetry import trace
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from ragstack.config import Config, TelemetryConfig, load_config
+from ragstack.resources import Resources
+from ragstack.telemetry import setup_tracing
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "samples" / "corpus"
+SHARED = ROOT.parent / "shared"
+MODEL_DIR = ROOT / "models" / "all-minilm-l6-v2"
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def make_config(data_dir: Path, **sections: dict) -> Config:
+    """A config on free loopback ports, stores in `data_dir`, no LLM (tests that want one say so)."""
+    raw = {
+        "data_dir": str(data_dir),
+        "models": {"embedder_dir": str(MODEL_DIR)},
+        "services": {n: {"port": 0} for n in ("ingest", "retrieve", "agent", "verify", "gateway")},
+        "llm": {"enabled": False},
+    }
+    for key, value in sections.items():
+        raw.setdefault(key, {}).update(value)
+    path = data_dir.parent / f"{data_dir.name}.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return load_config(path, {})
+
+
+@pytest.fixture(scope="session")
+def spans() -> InMemorySpanExporter:
+    setup_tracing(TelemetryConfig())
+    exporter = InMemorySpanExporter()
+    trace.get_tracer_provider().add_span_processor(SimpleSpanProcessor(exporter))  # type: ignore[attr-defined]
+    return exporter
+
+
+@pytest.fixture(scope="session")
+def resources(tmp_path_factory: pytest.TempPathFactory) -> Resources:
+    if not (MODEL_DIR / "model.onnx").exists():
+        pytest.fail(f"no embedder at {MODEL_DIR}: run `make models` (make install does it)")
+    return Resources(make_config(tmp_path_factory.mktemp("res") / "data"))
+
+
+@pytest.fixture(scope="session")
+def embedder(resources: Resources):  # type: ignore[no-untyped-def]
+    return resources.embedder
+
+
+@pytest.fixture(scope="session")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A private copy of the bundled sample corpus (tests may change files in their own copies)."""
+    target = tmp_path_factory.mktemp("corpus") / "corpus"
+    shutil.copytree(SAMPLES, target)
+    return target
+
+
+@pytest.fixture(scope="session")
+async def stack(tmp_path_factory: pytest.TempPathFactory, resources: Resources, corpus: Path,
+                spans: InMemorySpanExporter) -> AsyncIterator:
+    """All four services and the gateway in this process, with the sample corpus ingested."""
+    from ragstack.rpc.clients import IngestClient, open_channel
+    from ragstack.serve import start_stack
+
+    cfg = make_config(tmp_path_factory.mktemp("stack") / "data")
+    res = Resources(cfg)
+    res.__dict__["embedder"] = resources.embedder  # share the loaded model
+    running = await start_stack(cfg, resources=res)
+    channel = open_channel(running.peers["ingest"])
+    events = [e async for e in IngestClient(channel, 600).ingest(paths=[str(corpus)])]
+    await channel.close()
+    summary = events[-1]
+    assert summary.failed == 0 and summary.indexed == len(list(corpus.glob("*.md")))
+    yield running
+    await running.stop()

@@ -1,0 +1,157 @@
+"""End to end over plain gRPC clients: health, reflection, Ask, traces, error codes, one trace id."""
+
+from __future__ import annotations
+
+import json
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from ragstack.v1 import agent_pb2, agent_pb2_grpc, common_pb2, ingest_pb2, ingest_pb2_grpc, retrieve_pb2, retrieve_pb2_grpc
+
+SERVICES = {
+    "ingest": "ragstack.v1.IngestService",
+    "retrieve": "ragstack.v1.RetrieveService",
+    "agent": "ragstack.v1.AgentService",
+    "verify": "ragstack.v1.VerifyService",
+}
+
+
+async def test_every_service_reports_serving(stack) -> None:
+    for name, full in SERVICES.items():
+        async with grpc.aio.insecure_channel(stack.peers[name]) as channel:
+            resp = await health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=full), timeout=5
+            )
+            assert resp.status == health_pb2.HealthCheckResponse.SERVING, name
+
+
+async def test_reflection_lists_the_service(stack) -> None:
+    async with grpc.aio.insecure_channel(stack.peers["retrieve"]) as channel:
+        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+        call = stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]))
+        names = set()
+        async for resp in call:
+            names |= {s.name for s in resp.list_services_response.service}
+            break
+    assert {"ragstack.v1.RetrieveService", "grpc.health.v1.Health"} <= names
+
+
+async def _ask(stack, question: str, **kw) -> list[agent_pb2.AskResponse]:
+    async with grpc.aio.insecure_channel(stack.peers["agent"]) as channel:
+        stub = agent_pb2_grpc.AgentServiceStub(channel)
+        return [e async for e in stub.Ask(agent_pb2.AskRequest(question=question, **kw), timeout=60)]
+
+
+async def test_ask_streams_a_cited_verified_answer(stack, spans) -> None:
+    spans.clear()
+    events = await _ask(stack, "What values of k1 and b does BM25 typically use?")
+    kinds = [e.WhichOneof("event") for e in events]
+    assert kinds[0] == "start" and kinds[-1] == "done"
+    order = ["start", "route", "tool_call", "evidence", "delta", "verification", "done"]
+    assert [k for k in order if k in kinds] == order
+    assert kinds.index("verification") > max(i for i, k in enumerate(kinds) if k == "delta")
+    done = events[-1].done
+    assert not done.abstained
+    assert "k1 = 1.2" in done.answer
+    assert done.citations and all(c.chunk_id and c.heading_path for c in done.citations)
+    assert any(c.heading_path[0] == "BM25" or "bm25" in c.source for c in done.citations)
+    manifest = done.manifest
+    assert manifest.verified and manifest.method == "offline"
+    assert manifest.claims and manifest.supported_ratio >= 0.5
+    refs = {c.ref for c in done.citations}
+    for claim in manifest.claims:
+        assert claim.verdict != common_pb2.VERDICT_UNSPECIFIED
+        assert set(claim.refs) <= refs
+    deltas = "".join(e.delta.text for e in events if e.WhichOneof("event") == "delta")
+    assert deltas.strip() == done.answer.strip()
+    assert events[0].start.trace_id == done.trace_id and len(done.trace_id) == 32
+
+    # One OpenTelemetry trace across agent -> retrieve -> verify, with the JSON trace's id.
+    ours = [s for s in spans.get_finished_spans() if format(s.context.trace_id, "032x") == done.trace_id]
+    names = {s.name for s in ours}
+    assert {"agent.ask", "agent.retrieve", "agent.verify"} <= names
+    assert "/ragstack.v1.RetrieveService/Search" in names and "/ragstack.v1.VerifyService/Verify" in names
+
+    trace_file = stack.cfg.traces_dir / f"{done.trace_id}.json"
+    record = json.loads(trace_file.read_text())
+    assert record["trace_id"] == done.trace_id
+    assert record["route"]["mode"] == "hybrid"
+    assert record["tool_calls"][0]["arguments"]["query"].startswith("What values")
+    assert record["answer"] == done.answer and record["verification"]["manifest"]["claims"]
+
+
+async def test_get_trace_and_unknown_trace(stack) -> None:
+    events = await _ask(stack, "Who proposed reciprocal rank fusion?")
+    trace_id = events[-1].done.trace_id
+    async with grpc.aio.insecure_channel(stack.peers["agent"]) as channel:
+        stub = agent_pb2_grpc.AgentServiceStub(channel)
+        got = await stub.GetTrace(agent_pb2.GetTraceRequest(trace_id=trace_id), timeout=5)
+        assert json.loads(got.trace_json)["trace_id"] == trace_id
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await stub.GetTrace(agent_pb2.GetTraceRequest(trace_id="0" * 32), timeout=5)
+        assert err.value.code() == grpc.StatusCode.NOT_FOUND
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await stub.GetTrace(agent_pb2.GetTraceRequest(trace_id="../../etc/passwd"), timeout=5)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_unanswerable_question_is_withheld_with_sources(stack) -> None:
+    done = (await _ask(stack, "How long should sourdough bread proof in the fridge?"))[-1].done
+    assert done.abstained
+    assert done.confidence <= 0.25
+    assert done.citations  # the sources stay listed
+
+
+async def test_explicit_mode_wins_and_signals_are_reported(stack) -> None:
+    events = await _ask(stack, "tantivy writer lock", mode=common_pb2.SEARCH_MODE_LEXICAL)
+    route = next(e.route for e in events if e.WhichOneof("event") == "route")
+    assert route.mode == common_pb2.SEARCH_MODE_LEXICAL and route.classifier == "explicit"
+    async with grpc.aio.insecure_channel(stack.peers["retrieve"]) as channel:
+        stub = retrieve_pb2_grpc.RetrieveServiceStub(channel)
+        resp = await stub.Search(retrieve_pb2.SearchRequest(query="cosine similarity of embeddings", top_k=4),
+                                 timeout=10)
+    assert resp.mode == common_pb2.SEARCH_MODE_HYBRID and len(resp.hits) == 4
+    signals = {s.signal for s in resp.hits[0].signals}
+    assert signals == {"lexical", "dense", "fusion"}
+    assert [h.score for h in resp.hits] == sorted((h.score for h in resp.hits), reverse=True)
+
+
+async def test_errors_map_to_status_codes(stack) -> None:
+    async with grpc.aio.insecure_channel(stack.peers["agent"]) as channel:
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            async for _ in agent_pb2_grpc.AgentServiceStub(channel).Ask(agent_pb2.AskRequest(question="  "), timeout=5):
+                pass
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    async with grpc.aio.insecure_channel(stack.peers["retrieve"]) as channel:
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await retrieve_pb2_grpc.RetrieveServiceStub(channel).Search(
+                retrieve_pb2.SearchRequest(query="x", top_k=5000), timeout=5
+            )
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "max_top_k" in (err.value.details() or "")
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await retrieve_pb2_grpc.RetrieveServiceStub(channel).Search(
+                retrieve_pb2.SearchRequest(query="x", library="../etc"), timeout=5
+            )
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    async with grpc.aio.insecure_channel(stack.peers["ingest"]) as channel:
+        stub = ingest_pb2_grpc.IngestServiceStub(channel)
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await stub.GetDocument(ingest_pb2.GetDocumentRequest(document_id="nope"), timeout=5)
+        assert err.value.code() == grpc.StatusCode.NOT_FOUND
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            async for _ in stub.Ingest(ingest_pb2.IngestRequest(paths=["/does/not/exist"]), timeout=5):
+                pass
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_documents_listed_with_fingerprints(stack) -> None:
+    async with grpc.aio.insecure_channel(stack.peers["ingest"]) as channel:
+        stub = ingest_pb2_grpc.IngestServiceStub(channel)
+        docs = (await stub.ListDocuments(ingest_pb2.ListDocumentsRequest(), timeout=5)).documents
+    assert len(docs) == 12
+    assert all(len(d.fingerprint) == 64 and d.chunk_count > 0 and d.title and d.revision for d in docs)
+    assert {d.media_type for d in docs} == {"text/markdown"}

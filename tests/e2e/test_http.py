@@ -1,0 +1,74 @@
+"""End to end over the gateway: health, SSE and JSON queries, error bodies."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+
+
+async def _sse(client: httpx.AsyncClient, body: dict) -> list[tuple[str, dict]]:
+    events: list[tuple[str, dict]] = []
+    async with client.stream("POST", "/v1/query", json=body, headers={"accept": "text/event-stream"}) as resp:
+        assert resp.status_code == 200
+        assert resp.headers["content-type"].startswith("text/event-stream")
+        kind = ""
+        async for line in resp.aiter_lines():
+            if line.startswith("event:"):
+                kind = line.split(":", 1)[1].strip()
+            elif line.startswith("data:") and kind:
+                events.append((kind, json.loads(line.split(":", 1)[1])))
+                kind = ""
+    return events
+
+
+async def test_health(stack) -> None:
+    async with httpx.AsyncClient(base_url=stack.gateway_url, timeout=10) as client:
+        assert (await client.get("/health/live")).json() == {"status": "live"}
+        ready = await client.get("/health/ready")
+        assert ready.status_code == 200
+        assert ready.json()["services"] == {n: "SERVING" for n in ("ingest", "retrieve", "agent", "verify")}
+
+
+async def test_query_over_sse(stack, spans) -> None:
+    async with httpx.AsyncClient(base_url=stack.gateway_url, timeout=60) as client:
+        events = await _sse(client, {"question": "How does RAGStack decide to abstain from answering?"})
+        kinds = [k for k, _ in events]
+        assert kinds[0] == "start" and kinds[-1] == "done"
+        assert {"route", "tool_call", "evidence", "delta", "verification"} <= set(kinds)
+        start, done = events[0][1], events[-1][1]
+        assert start["trace_id"] == done["trace_id"]
+        assert done["citations"] and done["manifest"]["claims"]
+        assert all(c["verdict"].startswith("VERDICT_") for c in done["manifest"]["claims"])
+        assert "abstain" in done["answer"].lower() and not done["abstained"]
+        # gateway -> agent -> retrieve -> verify: one OpenTelemetry trace, the JSON trace's id.
+        names = {s.name for s in spans.get_finished_spans() if format(s.context.trace_id, "032x") == done["trace_id"]}
+        assert {"POST /v1/query", "/ragstack.v1.AgentService/Ask", "/ragstack.v1.RetrieveService/Search",
+                "/ragstack.v1.VerifyService/Verify"} <= names
+        trace = (await client.get(f"/v1/traces/{done['trace_id']}")).json()
+        assert trace["trace_id"] == done["trace_id"] and trace["answer"] == done["answer"]
+
+
+async def test_query_as_json(stack) -> None:
+    async with httpx.AsyncClient(base_url=stack.gateway_url, timeout=60) as client:
+        resp = await client.post("/v1/query", json={"question": "What is the default gateway port?",
+                                                    "stream": False})
+        assert resp.status_code == 200
+        done = resp.json()
+        assert "8080" in done["answer"] and done["citations"]
+
+
+async def test_errors_are_json_with_status(stack) -> None:
+    async with httpx.AsyncClient(base_url=stack.gateway_url, timeout=10) as client:
+        missing = await client.get("/v1/traces/" + "a" * 32)
+        assert missing.status_code == 404
+        assert missing.json()["error"]["code"] == "NOT_FOUND"
+        bad = await client.get("/v1/traces/not-a-trace")
+        assert bad.status_code == 400 and bad.json()["error"]["code"] == "INVALID_ARGUMENT"
+        assert (await client.post("/v1/query", json={"question": ""})).status_code == 422
+        assert (await client.post("/v1/query", json={"question": "x", "bogus": 1})).status_code == 422
+        doc = await client.get("/v1/documents/unknown")
+        assert doc.status_code == 404 and "unknown" in doc.json()["error"]["message"]
+        docs = (await client.get("/v1/documents")).json()["documents"]
+        assert len(docs) == 12 and all(d["document_id"] for d in docs)
+        assert (await client.get("/openapi.json")).json()["paths"]["/v1/query"]

@@ -1,0 +1,40 @@
+"""The real ONNX embedder (all-MiniLM-L6-v2 exported by `make models`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ragstack.embedding import pick_providers
+from ragstack.errors import ModelMissing
+
+
+def test_unit_vectors_in_input_order(embedder) -> None:
+    texts = ["short", "a considerably longer sentence about dense retrieval and cosine similarity", "mid size text"]
+    together = embedder.embed(texts)
+    assert together.shape == (3, 384) and together.dtype == np.float32
+    assert np.allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-4)
+    one_by_one = np.stack([embedder.embed([t])[0] for t in texts])
+    # Batching sorts by length and pads: results must not depend on it.
+    assert np.allclose(together, one_by_one, atol=1e-5)
+
+
+def test_meaning_is_captured(embedder) -> None:
+    a, b, c = embedder.embed(["How do I install the package?", "Installation instructions for the library",
+                              "The cat slept on the warm windowsill"])
+    assert a @ b > a @ c + 0.2
+
+
+def test_providers() -> None:
+    assert pick_providers("auto", ["CPUExecutionProvider"]) == ["CPUExecutionProvider"]
+    assert pick_providers("auto", ["CUDAExecutionProvider", "CPUExecutionProvider"])[0] == "CUDAExecutionProvider"
+    assert pick_providers("cpu", ["CUDAExecutionProvider"]) == ["CPUExecutionProvider"]
+    with pytest.raises(ModelMissing):
+        pick_providers("cuda", ["CPUExecutionProvider"])
+
+
+def test_missing_model_says_how_to_get_it(tmp_path) -> None:
+    from ragstack.embedding import Embedder
+
+    with pytest.raises(ModelMissing, match="make models"):
+        Embedder(tmp_path)

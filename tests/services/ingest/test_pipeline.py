@@ -1,0 +1,111 @@
+"""The pipeline on real LanceDB, tantivy and SQLite in a temp dir, with the real embedder."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ragstack.domain import FileProgress, FileStage, IngestSummary
+from ragstack.errors import DocumentNotFound, InvalidArgument
+from ragstack.stores.catalog import Catalog
+from ragstack.stores.lexical import LexicalStore
+from ragstack.stores.vectors import VectorStore
+from services.ingest.pipeline import IngestPipeline, collect_paths, upload_items
+from tests.conftest import SAMPLES
+
+
+class Counting:
+    """Wraps the real embedder to count what gets embedded."""
+
+    def __init__(self, inner) -> None:  # type: ignore[no-untyped-def]
+        self.inner = inner
+        self.texts = 0
+
+    def embed(self, texts):  # type: ignore[no-untyped-def]
+        self.texts += len(texts)
+        return self.inner.embed(texts)
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+
+@pytest.fixture
+def setup(tmp_path: Path, embedder):  # type: ignore[no-untyped-def]
+    docs = tmp_path / "docs"
+    shutil.copytree(SAMPLES, docs)
+    counting = Counting(embedder)
+    vectors = VectorStore(tmp_path / "lance", embedder.dimension, writer=True)
+    lexical = LexicalStore(tmp_path / "tantivy", writer=True)
+    pipeline = IngestPipeline(Catalog(tmp_path / "catalog.sqlite"), vectors, lexical, counting,
+                              chunk_tokens=256, overlap_sentences=1, max_file_bytes=200_000)
+    readers = (VectorStore(tmp_path / "lance", embedder.dimension), LexicalStore(tmp_path / "tantivy"))
+    return pipeline, docs, counting, readers
+
+
+def run(pipeline: IngestPipeline, paths: list[Path]) -> tuple[list[FileProgress], IngestSummary]:
+    events = list(pipeline.run(collect_paths([str(p) for p in paths]), "default"))
+    summary = events[-1]
+    assert isinstance(summary, IngestSummary)
+    return [e for e in events if isinstance(e, FileProgress)], summary
+
+
+def test_ingest_then_only_changes_are_redone(setup) -> None:  # type: ignore[no-untyped-def]
+    pipeline, docs, counting, (dense, lexical) = setup
+    events, summary = run(pipeline, [docs])
+    assert summary.files == summary.indexed == 12 and summary.failed == 0
+    assert [e.stage for e in events[:5]] == [FileStage.PARSED, FileStage.CHUNKED, FileStage.EMBEDDED,
+                                            FileStage.INDEXED, FileStage.PARSED]
+    assert counting.texts == summary.chunks == dense.count("default")
+    hits = lexical.search("Okapi City University", "default", 3)
+    assert hits and hits[0][0].title == "BM25 Lexical Ranking" == hits[0][0].heading_path[0]
+
+    counting.texts = 0
+    _, again = run(pipeline, [docs])
+    assert again.unchanged == 12 and again.indexed == 0 and counting.texts == 0
+
+    target = docs / "bm25.md"
+    target.write_text(target.read_text() + "\n\n## Zanzibar note\n\nThe quokka index is a made-up term.\n")
+    _, changed = run(pipeline, [docs])
+    assert changed.indexed == 1 and changed.unchanged == 11
+    assert 0 < counting.texts == changed.chunks
+    assert lexical.search("quokka", "default", 3)[0][0].heading_path == ("BM25 Lexical Ranking", "Zanzibar note")
+
+
+def test_bad_files_fail_alone(setup, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    pipeline, docs, _, _ = setup
+    (docs / "empty.md").write_text("")
+    (docs / "image.png").write_bytes(b"\x89PNG\r\n")
+    (docs / "huge.txt").write_text("x " * 150_000)
+    events, summary = run(pipeline, [docs])
+    assert summary.indexed == 12 and summary.failed == 3
+    reasons = {Path(e.source).name: e.reason for e in events if e.stage == FileStage.FAILED}
+    assert "empty" in reasons["empty.md"]
+    assert "unsupported format .png" in reasons["image.png"]
+    assert "over the limit" in reasons["huge.txt"] and "max_file_mb" in reasons["huge.txt"]
+    assert len(summary.failures) == 3
+
+
+def test_uploads_and_delete_everywhere(setup) -> None:  # type: ignore[no-untyped-def]
+    pipeline, _, _, (dense, lexical) = setup
+    events = list(pipeline.run(upload_items([("notes.md", b"# Notes\n\nThe zeppelin flies at dawn.\n")]),
+                               "team"))
+    doc_id = events[-2].document_id
+    assert pipeline.get_document(doc_id).source == "notes.md"
+    assert [d.document_id for d in pipeline.list_documents("team")] == [doc_id]
+    assert lexical.search("zeppelin", "team", 5) and not lexical.search("zeppelin", "default", 5)
+    assert pipeline.delete_document(doc_id) == 1
+    assert not lexical.search("zeppelin", "team", 5) and dense.count("team") == 0
+    with pytest.raises(DocumentNotFound):
+        pipeline.get_document(doc_id)
+    with pytest.raises(DocumentNotFound):
+        pipeline.delete_document(doc_id)
+
+
+def test_empty_request_is_refused(setup) -> None:  # type: ignore[no-untyped-def]
+    pipeline, _, _, _ = setup
+    with pytest.raises(InvalidArgument):
+        list(pipeline.run([], "default"))
+    with pytest.raises(InvalidArgument, match="does not exist"):
+        collect_paths(["/nope/nothing"])

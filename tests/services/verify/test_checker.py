@@ -1,0 +1,72 @@
+"""The offline checker with the real embedder."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragstack.domain import Evidence, Verdict
+from ragstack.errors import InvalidArgument
+from services.verify.checker import OfflineChecker, Verifier
+from services.verify.claims import split_claims
+
+EVIDENCE = [
+    Evidence("1", "bm25:0", "BM25 has two parameters. Lucene and tantivy default to k1 = 1.2 and b = 0.75."),
+    Evidence("2", "rrf:0", "Reciprocal rank fusion uses a constant k, usually 60. It needs no score calibration."),
+]
+
+
+@pytest.fixture(scope="module")
+def verifier(embedder) -> Verifier:  # type: ignore[no-untyped-def]
+    return Verifier(OfflineChecker(embedder, 0.55, 0.4), abstain_threshold=0.5)
+
+
+def test_claims_keep_their_refs() -> None:
+    claims = split_claims("BM25 defaults to k1 = 1.2 [1]. RRF uses k = 60 [2, 1]. Trailing style. [2] Bare.")
+    assert [(c.claim_id, c.refs) for c in claims] == [
+        ("c1", ("1",)), ("c2", ("2", "1")), ("c3", ("2",)), ("c4", ()),
+    ]
+    assert claims[0].text == "BM25 defaults to k1 = 1.2."
+
+
+def test_supported_answer_is_delivered(verifier: Verifier) -> None:
+    v = verifier.verify("Tantivy defaults to k1 = 1.2 and b = 0.75 [1]. RRF usually uses k = 60 [2].",
+                        EVIDENCE, evidence_score=0.8)
+    assert [c.verdict for c in v.manifest.claims] == [Verdict.SUPPORTED, Verdict.SUPPORTED]
+    assert v.manifest.supported_ratio == 1.0 and not v.abstain and v.confidence > 0.8
+
+
+def test_changed_number_is_never_supported(verifier: Verifier) -> None:
+    v = verifier.verify("Tantivy defaults to k1 = 1.5 and b = 0.75 [1].", EVIDENCE, 0.9)
+    claim = v.manifest.claims[0]
+    assert claim.verdict == Verdict.UNSUPPORTED and "1.5" in claim.reason
+
+
+def test_negation_flip_is_not_supported(verifier: Verifier) -> None:
+    v = verifier.verify("Reciprocal rank fusion does not use a constant k [2].", EVIDENCE, 0.9)
+    assert v.manifest.claims[0].verdict == Verdict.UNSUPPORTED
+
+
+def test_fail_closed_without_refs_or_with_unknown_refs(verifier: Verifier) -> None:
+    v = verifier.verify("BM25 has two parameters. BM25 has two parameters [7].", EVIDENCE, 0.9)
+    assert [c.verdict for c in v.manifest.claims] == [Verdict.UNSUPPORTED, Verdict.UNSUPPORTED]
+    assert "cites no evidence" in v.manifest.claims[0].reason and "match no evidence" in v.manifest.claims[1].reason
+
+
+def test_unsupported_answer_is_withheld_with_capped_confidence(verifier: Verifier) -> None:
+    v = verifier.verify("The Eiffel Tower is in Paris [1]. Cats purr when content [2].", EVIDENCE, 1.0)
+    assert all(c.verdict == Verdict.UNSUPPORTED for c in v.manifest.claims)
+    assert v.abstain and v.confidence <= 0.25 and v.manifest.supported_ratio == 0.0
+
+
+def test_irrelevant_evidence_lowers_confidence(verifier: Verifier) -> None:
+    good = verifier.verify("BM25 has two parameters [1].", EVIDENCE, evidence_score=0.9)
+    weak = verifier.verify("BM25 has two parameters [1].", EVIDENCE, evidence_score=0.1)
+    assert weak.confidence < good.confidence
+
+
+def test_threshold_override_and_empty_answer(verifier: Verifier) -> None:
+    half = "BM25 has two parameters [1]. The moon is made of cheese [2]."
+    assert not verifier.verify(half, EVIDENCE, 0.5).abstain
+    assert verifier.verify(half, EVIDENCE, 0.5, abstain_threshold=0.9).abstain
+    with pytest.raises(InvalidArgument):
+        verifier.verify("  ", EVIDENCE, 0.5)
