@@ -138,11 +138,17 @@ def create_app(upstreams: Upstreams) -> FastAPI:
 
     @app.delete("/v1/documents/{document_id}", tags=["documents"])
     async def delete_document(document_id: str) -> dict[str, Any]:
-        return {"document_id": document_id, "chunks_removed": await upstreams.ingest.delete_document(document_id)}
+        return {
+            "document_id": document_id,
+            "chunks_removed": await upstreams.ingest.delete_document(document_id),
+        }
 
     return app
 
 
 def _doc(doc: Any) -> dict[str, Any]:
-    return MessageToDict(convert.document_to_pb(doc), preserving_proto_field_name=True,
-                         always_print_fields_with_no_presence=True)
+    return MessageToDict(
+        convert.document_to_pb(doc),
+        preserving_proto_field_name=True,
+        always_print_fields_with_no_presence=True,
+    )

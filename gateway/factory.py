@@ -7,9 +7,9 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from fastapi import FastAPI
 
+from gateway.app import Upstreams, create_app
 from ragstack.config import Config
 from ragstack.rpc.clients import GRPC_SERVICES, AgentClient, IngestClient, check_health, open_channel
-from gateway.app import Upstreams, create_app
 
 
 def build(cfg: Config, peers: Mapping[str, str]) -> tuple[FastAPI, Callable[[], Awaitable[None]]]:

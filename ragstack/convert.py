@@ -5,13 +5,13 @@ from __future__ import annotations
 from ragstack import domain as d
 from ragstack.v1 import agent_pb2, common_pb2, ingest_pb2
 
-_MODE_TO_PB = {
+_MODE_TO_PB: dict[d.SearchMode, common_pb2.SearchMode] = {
     d.SearchMode.AUTO: common_pb2.SEARCH_MODE_UNSPECIFIED,
     d.SearchMode.LEXICAL: common_pb2.SEARCH_MODE_LEXICAL,
     d.SearchMode.DENSE: common_pb2.SEARCH_MODE_DENSE,
     d.SearchMode.HYBRID: common_pb2.SEARCH_MODE_HYBRID,
 }
-_MODE_FROM_PB = {v: k for k, v in _MODE_TO_PB.items()}
+_MODE_FROM_PB: dict[int, d.SearchMode] = {int(v): k for k, v in _MODE_TO_PB.items()}
 
 _VERDICT_TO_PB = {
     d.Verdict.SUPPORTED: common_pb2.VERDICT_SUPPORTED,
@@ -31,7 +31,7 @@ _STAGE_TO_PB = {
 _STAGE_FROM_PB = {v: k for k, v in _STAGE_TO_PB.items()}
 
 
-def mode_to_pb(mode: d.SearchMode) -> int:
+def mode_to_pb(mode: d.SearchMode) -> common_pb2.SearchMode:
     return _MODE_TO_PB[mode]
 
 

@@ -44,9 +44,13 @@ class LLM:
             names = {m.model for m in listing.models}
             self._available = self.cfg.model in names or f"{self.cfg.model}:latest" in names
             if not self._available:
-                log.warning("Ollama at %s has no model %s; using offline paths", self.cfg.host, self.cfg.model)
+                log.warning(
+                    "Ollama at %s has no model %s; using offline paths", self.cfg.host, self.cfg.model
+                )
         except Exception as err:  # unreachable, refused, timeout: all mean "not now"
-            log.info("Ollama at %s not reachable (%s); using offline paths", self.cfg.host, type(err).__name__)
+            log.info(
+                "Ollama at %s not reachable (%s); using offline paths", self.cfg.host, type(err).__name__
+            )
             self._available = False
         return self._available
 

@@ -7,10 +7,11 @@ gRPC. Split mode starts one service and dials its peers at the addresses in the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import logging
 import signal
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from ragstack.config import Config
@@ -98,10 +99,17 @@ async def _start_gateway(stack: Stack) -> None:
     app, close = build(stack.cfg, stack.peers)
     stack._gateway_close = close
     endpoint = stack.cfg.services.gateway
-    server = uvicorn.Server(
+
+    class GatewayServer(uvicorn.Server):
+        """Leaves signals to the composition root, which stops the gateway, then the services."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    server = GatewayServer(
         uvicorn.Config(app, host=endpoint.host, port=endpoint.port, log_level="warning", lifespan="off")
     )
-    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]  # we own the signals
     stack._gateway = server
     stack._gateway_task = asyncio.create_task(server.serve())
     while not server.started:
@@ -113,8 +121,9 @@ async def _start_gateway(stack: Stack) -> None:
     log.info("gateway serving on http://%s:%d", endpoint.host, stack.gateway_port)
 
 
-async def serve_until_signal(cfg: Config, services: Sequence[str], gateway: bool,
-                             on_ready: Callable[[Stack], None] | None = None) -> None:
+async def serve_until_signal(
+    cfg: Config, services: Sequence[str], gateway: bool, on_ready: Callable[[Stack], None] | None = None
+) -> None:
     """Runs until SIGTERM or SIGINT, then shuts down gracefully."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

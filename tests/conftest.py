@@ -69,8 +69,9 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-async def stack(tmp_path_factory: pytest.TempPathFactory, resources: Resources, corpus: Path,
-                spans: InMemorySpanExporter) -> AsyncIterator:
+async def stack(
+    tmp_path_factory: pytest.TempPathFactory, resources: Resources, corpus: Path, spans: InMemorySpanExporter
+) -> AsyncIterator:
     """All four services and the gateway in this process, with the sample corpus ingested."""
     from ragstack.rpc.clients import IngestClient, open_channel
     from ragstack.serve import start_stack
@@ -83,6 +84,6 @@ async def stack(tmp_path_factory: pytest.TempPathFactory, resources: Resources, 
     events = [e async for e in IngestClient(channel, 600).ingest(paths=[str(corpus)])]
     await channel.close()
     summary = events[-1]
-    assert summary.failed == 0 and summary.indexed == len(list(corpus.glob("*.md")))
+    assert summary.failed == 0 and summary.indexed == len(sorted(SAMPLES.glob("*.md")))
     yield running
     await running.stop()

@@ -4,7 +4,6 @@ so `ragstack --help` stays instant."""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import sys
@@ -23,7 +22,10 @@ def _load(config: Path | None) -> Config:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
-    "-c", "--config", type=click.Path(dir_okay=False, path_type=Path), envvar="RAGSTACK_CONFIG",
+    "-c",
+    "--config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="RAGSTACK_CONFIG",
     help="Config file (default: ./ragstack.yaml when present). Env: RAGSTACK_CONFIG.",
 )
 @click.option("-v", "--verbose", is_flag=True, help="Log progress of the services.")
@@ -61,8 +63,13 @@ def _run(coro: Any) -> Any:
 
 
 @cli.command()
-@click.option("--service", "service", type=click.Choice(SERVICE_NAMES), default=None,
-              help="Run only this service; its peers' addresses come from the config.")
+@click.option(
+    "--service",
+    "service",
+    type=click.Choice(SERVICE_NAMES),
+    default=None,
+    help="Run only this service; its peers' addresses come from the config.",
+)
 @click.option("--no-gateway", is_flag=True, help="Do not start the HTTP gateway (embedded mode).")
 @click.pass_context
 def serve(ctx: click.Context, service: str | None, no_gateway: bool) -> None:
@@ -100,8 +107,13 @@ def ingest(ctx: click.Context, paths: tuple[Path, ...], library: str) -> None:
 @cli.command()
 @click.argument("question")
 @click.option("-l", "--library", default="", help="Library to answer from (default from config).")
-@click.option("-m", "--mode", type=click.Choice(["auto", "lexical", "dense", "hybrid"]), default="auto",
-              help="Retrieval strategy; auto lets the router choose.")
+@click.option(
+    "-m",
+    "--mode",
+    type=click.Choice(["auto", "lexical", "dense", "hybrid"]),
+    default="auto",
+    help="Retrieval strategy; auto lets the router choose.",
+)
 @click.option("-k", "--top-k", type=int, default=0, help="Chunks to retrieve (default from config).")
 @click.option("--json", "as_json", is_flag=True, help="Print the final answer event as JSON.")
 @click.pass_context

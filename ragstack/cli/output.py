@@ -23,15 +23,22 @@ async def ingest_progress(cfg: Config, paths: list[str], library: str) -> d.Inge
     async with connect(cfg, needed=("ingest",), start=("ingest",)) as session:
         client = IngestClient(session.channels["ingest"], cfg.deadlines.ingest_s)
         with Progress(
-            TextColumn("[bold]ingest"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            TextColumn("{task.description}"), console=console, transient=False,
+            TextColumn("[bold]ingest"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.description}"),
+            console=console,
+            transient=False,
         ) as bar:
             task = bar.add_task("", total=None)
             async for event in client.ingest(paths=paths, library=library):
                 if isinstance(event, d.IngestSummary):
                     summary = event
                     continue
-                bar.update(task, total=event.total, description=f"{event.stage.value}: {_short(event.source)}")
+                bar.update(
+                    task, total=event.total, description=f"{event.stage.value}: {_short(event.source)}"
+                )
                 if event.stage in _DONE_STAGES:
                     bar.advance(task)
                 if event.stage == d.FileStage.FAILED:
@@ -48,7 +55,9 @@ def _short(source: str, width: int = 48) -> str:
     return source if len(source) <= width else "…" + source[-(width - 1) :]
 
 
-async def ask_and_print(cfg: Config, question: str, library: str, mode: str, top_k: int, as_json: bool) -> None:
+async def ask_and_print(
+    cfg: Config, question: str, library: str, mode: str, top_k: int, as_json: bool
+) -> None:
     console = Console()
     done: d.DoneEvent | None = None
     async with connect(cfg, needed=("agent",), start=("retrieve", "verify", "agent")) as session:
@@ -72,22 +81,34 @@ def _print_answer(console: Console, done: d.DoneEvent) -> None:
     for c in done.citations:
         where = " > ".join(c.chunk.heading_path)
         pages = f", p. {','.join(map(str, c.chunk.pages))}" if c.chunk.pages else ""
-        console.print(f"  [{c.ref}] {where}{pages}  ({c.chunk.source}; chunk {c.chunk.chunk_id})",
-                      highlight=False, markup=False)
+        console.print(
+            f"  [{c.ref}] {where}{pages}  ({c.chunk.source}; chunk {c.chunk.chunk_id})",
+            highlight=False,
+            markup=False,
+        )
     m = done.manifest
     console.print()
     if not m.verified:
         console.print(f"[bold]Verification[/bold]: not run ({m.method})")
     else:
-        table = Table(title=f"Verification ({m.method}): supported ratio {m.supported_ratio:.2f}",
-                      title_justify="left")
+        table = Table(
+            title=f"Verification ({m.method}): supported ratio {m.supported_ratio:.2f}", title_justify="left"
+        )
         for col in ("id", "claim", "refs", "verdict", "conf.", "reason"):
             table.add_column(col, overflow="fold")
-        for c in m.claims:
-            table.add_row(c.claim_id, c.claim, ",".join(c.refs), c.verdict.value, f"{c.confidence:.2f}", c.reason)
+        for claim in m.claims:
+            table.add_row(
+                claim.claim_id,
+                claim.claim,
+                ",".join(claim.refs),
+                claim.verdict.value,
+                f"{claim.confidence:.2f}",
+                claim.reason,
+            )
         console.print(table)
     status = "withheld (not enough support)" if done.abstained else "delivered"
     console.print(
-        f"answer {status}; confidence {done.confidence:.2f}; generator {done.generator}; trace {done.trace_id}",
+        f"answer {status}; confidence {done.confidence:.2f}; generator {done.generator}; "
+        f"trace {done.trace_id}",
         highlight=False,
     )

@@ -206,6 +206,9 @@ async def check_health(channel: grpc.aio.Channel, service: str, deadline_s: floa
     try:
         resp = await stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=deadline_s)
     except grpc.aio.AioRpcError as err:
-        return "UNREACHABLE" if err.code() in (grpc.StatusCode.UNAVAILABLE,
-                                               grpc.StatusCode.DEADLINE_EXCEEDED) else err.code().name
+        return (
+            "UNREACHABLE"
+            if err.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+            else err.code().name
+        )
     return str(health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status))

@@ -8,9 +8,7 @@ from pathlib import Path
 
 from ragstack.domain import Document
 
-_COLUMNS = (
-    "document_id, library, source, revision, fingerprint, title, media_type, chunk_count, indexed_at"
-)
+_COLUMNS = "document_id, library, source, revision, fingerprint, title, media_type, chunk_count, indexed_at"
 
 
 class Catalog:
@@ -39,8 +37,15 @@ class Catalog:
             self._db.execute(
                 f"INSERT OR REPLACE INTO documents ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
-                    doc.document_id, doc.library, doc.source, doc.revision, doc.fingerprint,
-                    doc.title, doc.media_type, doc.chunk_count, doc.indexed_at,
+                    doc.document_id,
+                    doc.library,
+                    doc.source,
+                    doc.revision,
+                    doc.fingerprint,
+                    doc.title,
+                    doc.media_type,
+                    doc.chunk_count,
+                    doc.indexed_at,
                 ),
             )
 

@@ -49,8 +49,12 @@ class LexicalStore:
         self._writer.delete_documents_by_term("document_id", document_id)
         for c in chunks:
             meta = json.dumps(
-                {"heading_path": list(c.heading_path), "pages": list(c.pages), "position": c.position,
-                 "source": c.source}
+                {
+                    "heading_path": list(c.heading_path),
+                    "pages": list(c.pages),
+                    "position": c.position,
+                    "source": c.source,
+                }
             )
             self._writer.add_document(
                 tantivy.Document(
@@ -77,9 +81,7 @@ class LexicalStore:
         if not terms:
             return []
         self._index.reload()
-        text_query = self._index.parse_query(
-            " ".join(terms), list(FIELD_BOOSTS), field_boosts=FIELD_BOOSTS
-        )
+        text_query = self._index.parse_query(" ".join(terms), list(FIELD_BOOSTS), field_boosts=FIELD_BOOSTS)
         q = tantivy.Query.boolean_query(
             [
                 (tantivy.Occur.Must, text_query),

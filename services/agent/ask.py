@@ -97,7 +97,11 @@ class Agent:
         yield d.StartEvent(trace_id)
 
         chosen = route(question, mode)
-        record["route"] = {"mode": chosen.mode.value, "classifier": chosen.classifier, "reason": chosen.reason}
+        record["route"] = {
+            "mode": chosen.mode.value,
+            "classifier": chosen.classifier,
+            "reason": chosen.reason,
+        }
         yield chosen
 
         with tracer.start_as_current_span("agent.retrieve"):
@@ -112,8 +116,11 @@ class Agent:
                 "result_count": len(hits),
                 "took_ms": round(took, 1),
                 "hits": [
-                    {"chunk_id": h.chunk.chunk_id, "score": h.score,
-                     "signals": [asdict(s) for s in h.signals]}
+                    {
+                        "chunk_id": h.chunk.chunk_id,
+                        "score": h.score,
+                        "signals": [asdict(s) for s in h.signals],
+                    }
                     for h in hits
                 ],
             }
@@ -156,10 +163,14 @@ class Agent:
         elif self._gen.verify_answers:
             with tracer.start_as_current_span("agent.verify"):
                 verification = await self._verifier.verify(
-                    draft, [d.Evidence(e.ref, e.hit.chunk.chunk_id, e.hit.chunk.text) for e in evidence], score
+                    draft,
+                    [d.Evidence(e.ref, e.hit.chunk.chunk_id, e.hit.chunk.text) for e in evidence],
+                    score,
                 )
         else:
-            verification = d.Verification(d.Manifest(method="disabled", verified=False), round(score, 4), False)
+            verification = d.Verification(
+                d.Manifest(method="disabled", verified=False), round(score, 4), False
+            )
         record["verification"] = asdict(verification)
         yield d.VerificationEvent(verification.manifest)
 
@@ -175,9 +186,16 @@ class Agent:
             answer=answer,
             abstained=verification.abstain,
             confidence=verification.confidence,
-            citations=[{"ref": c.ref, "chunk_id": c.chunk.chunk_id, "source": c.chunk.source,
-                        "heading_path": list(c.chunk.heading_path), "pages": list(c.chunk.pages)}
-                       for c in citations],
+            citations=[
+                {
+                    "ref": c.ref,
+                    "chunk_id": c.chunk.chunk_id,
+                    "source": c.chunk.source,
+                    "heading_path": list(c.chunk.heading_path),
+                    "pages": list(c.chunk.pages),
+                }
+                for c in citations
+            ],
         )
         yield d.DoneEvent(
             trace_id=trace_id,

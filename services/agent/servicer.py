@@ -19,7 +19,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         self._agent = agent
         self._default_library = default_library
 
-    async def Ask(  # noqa: N802 (gRPC method name)
+    async def Ask(
         self, request: agent_pb2.AskRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[agent_pb2.AskResponse]:
         events = self._agent.ask(
@@ -31,7 +31,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         async for event in events:
             yield convert.ask_event_to_pb(event)
 
-    async def GetTrace(  # noqa: N802
+    async def GetTrace(
         self, request: agent_pb2.GetTraceRequest, context: grpc.aio.ServicerContext
     ) -> agent_pb2.GetTraceResponse:
         trace = self._agent.trace(check_trace_id(request.trace_id))

@@ -112,7 +112,9 @@ def sections(markdown: str, title: str) -> list[Section]:
             current.append(Unit(value, prose=False, sep="\n\n"))
         elif kind == "table":
             assert isinstance(value, list)
-            header = value[:2] if len(value) > 2 and set(value[1].replace("|", "").strip()) <= set("-: ") else []
+            header = (
+                value[:2] if len(value) > 2 and set(value[1].replace("|", "").strip()) <= set("-: ") else []
+            )
             body = value[len(header) :]
             head = "\n".join(header)
             if header:

@@ -26,6 +26,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         overlap_sentences=cfg.ingest.overlap_sentences,
         max_file_bytes=int(cfg.ingest.max_file_mb * 1024 * 1024),
     )
+
     async def close() -> None:
         catalog.close()
 

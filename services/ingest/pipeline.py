@@ -7,6 +7,7 @@ crash before it leaves the document to be redone by the next run.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import time
@@ -67,7 +68,8 @@ def collect_paths(paths: Iterable[str]) -> list[SourceItem]:
             raise InvalidArgument(f"path does not exist: {raw}")
         files = (
             sorted(
-                p for p in path.rglob("*")
+                p
+                for p in path.rglob("*")
                 if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
             )
             if path.is_dir()
@@ -81,7 +83,7 @@ def collect_paths(paths: Iterable[str]) -> list[SourceItem]:
 
 
 def upload_items(files: Iterable[tuple[str, bytes]]) -> list[SourceItem]:
-    return [SourceItem(name, "", (lambda c=content: c), len(content)) for name, content in files]
+    return [SourceItem(name, "", functools.partial(bytes, content), len(content)) for name, content in files]
 
 
 class IngestPipeline:
@@ -116,8 +118,14 @@ class IngestPipeline:
         for index, item in enumerate(items, start=1):
             doc_id = document_id_for(library, item.source)
 
-            def event(stage: FileStage, chunks: int = 0, reason: str = "",
-                      _i: int = index, _s: str = item.source, _d: str = doc_id) -> FileProgress:
+            def event(
+                stage: FileStage,
+                chunks: int = 0,
+                reason: str = "",
+                _i: int = index,
+                _s: str = item.source,
+                _d: str = doc_id,
+            ) -> FileProgress:
                 return FileProgress(_s, stage, _i, len(items), _d, chunks, reason)
 
             try:

@@ -22,7 +22,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         # The stores have one writer each: batches and deletes run one at a time.
         self._write_lock = asyncio.Lock()
 
-    async def Ingest(  # noqa: N802 (gRPC method name)
+    async def Ingest(
         self, request: ingest_pb2.IngestRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[ingest_pb2.IngestResponse]:
         library = library_name(request.library, self._default_library)
@@ -35,20 +35,20 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
                 elif isinstance(event, IngestSummary):
                     yield convert.summary_to_pb(event)
 
-    async def ListDocuments(  # noqa: N802
+    async def ListDocuments(
         self, request: ingest_pb2.ListDocumentsRequest, context: grpc.aio.ServicerContext
     ) -> ingest_pb2.ListDocumentsResponse:
         docs = self._pipeline.list_documents(library_name(request.library, self._default_library))
         return ingest_pb2.ListDocumentsResponse(documents=[convert.document_to_pb(x) for x in docs])
 
-    async def GetDocument(  # noqa: N802
+    async def GetDocument(
         self, request: ingest_pb2.GetDocumentRequest, context: grpc.aio.ServicerContext
     ) -> ingest_pb2.GetDocumentResponse:
         return ingest_pb2.GetDocumentResponse(
             document=convert.document_to_pb(self._pipeline.get_document(request.document_id))
         )
 
-    async def DeleteDocument(  # noqa: N802
+    async def DeleteDocument(
         self, request: ingest_pb2.DeleteDocumentRequest, context: grpc.aio.ServicerContext
     ) -> ingest_pb2.DeleteDocumentResponse:
         async with self._write_lock:

@@ -29,9 +29,7 @@ def reciprocal_rank_fusion(
     order = sorted(fused, key=lambda cid: (-fused[cid], cid))
     out = []
     for cid in order:
-        signals = [
-            SignalScore(signal, *per_signal[signal].get(cid, (0.0, 0))) for signal in ranked
-        ]
+        signals = [SignalScore(signal, *per_signal[signal].get(cid, (0.0, 0))) for signal in ranked]
         signals.append(SignalScore("fusion", fused[cid], 0))
         out.append(SearchHit(chunk=chunks[cid], score=fused[cid], signals=tuple(signals)))
     return out

@@ -18,7 +18,7 @@ class RetrieveServicer(retrieve_pb2_grpc.RetrieveServiceServicer):
         self._searcher = searcher
         self._default_library = default_library
 
-    async def Search(  # noqa: N802 (gRPC method name)
+    async def Search(
         self, request: retrieve_pb2.SearchRequest, context: grpc.aio.ServicerContext
     ) -> retrieve_pb2.SearchResponse:
         start = time.perf_counter()

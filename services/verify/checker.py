@@ -28,7 +28,9 @@ class SentenceEmbedder(Protocol):
 class OfflineChecker:
     method = "offline"
 
-    def __init__(self, embedder: SentenceEmbedder, support_threshold: float, partial_threshold: float) -> None:
+    def __init__(
+        self, embedder: SentenceEmbedder, support_threshold: float, partial_threshold: float
+    ) -> None:
         self._embedder = embedder
         self._support = support_threshold
         self._partial = partial_threshold
@@ -38,7 +40,9 @@ class OfflineChecker:
             return self._verdict(claim, Verdict.UNSUPPORTED, 1.0, "cites no evidence")
         cited = [evidence[r] for r in claim.refs if r in evidence]
         if not cited:
-            return self._verdict(claim, Verdict.UNSUPPORTED, 1.0, f"refs {list(claim.refs)} match no evidence")
+            return self._verdict(
+                claim, Verdict.UNSUPPORTED, 1.0, f"refs {list(claim.refs)} match no evidence"
+            )
         text = " ".join(e.text for e in cited)
         missing = numbers(claim.text) - numbers(text)
         if missing:
@@ -59,17 +63,26 @@ class OfflineChecker:
         best = int(np.argmax(per_sentence))
         if bool(_NEGATION.search(claim.text)) != bool(_NEGATION.search(sentences[best])):
             return self._verdict(
-                claim, Verdict.UNSUPPORTED, 0.6, f"negation differs from the closest evidence (score {score:.2f})"
+                claim,
+                Verdict.UNSUPPORTED,
+                0.6,
+                f"negation differs from the closest evidence (score {score:.2f})",
             )
         if score >= self._support:
-            return self._verdict(claim, Verdict.SUPPORTED, score, f"matches cited evidence (score {score:.2f})")
+            return self._verdict(
+                claim, Verdict.SUPPORTED, score, f"matches cited evidence (score {score:.2f})"
+            )
         if score >= self._partial:
             return self._verdict(claim, Verdict.PARTIAL, score, f"partly matches (score {score:.2f})")
-        return self._verdict(claim, Verdict.UNSUPPORTED, 1.0 - score, f"not found in cited evidence (score {score:.2f})")
+        return self._verdict(
+            claim, Verdict.UNSUPPORTED, 1.0 - score, f"not found in cited evidence (score {score:.2f})"
+        )
 
     @staticmethod
     def _verdict(claim: DraftClaim, verdict: Verdict, confidence: float, reason: str) -> Claim:
-        return Claim(claim.claim_id, claim.text, claim.refs, verdict, round(min(max(confidence, 0.0), 1.0), 4), reason)
+        return Claim(
+            claim.claim_id, claim.text, claim.refs, verdict, round(min(max(confidence, 0.0), 1.0), 4), reason
+        )
 
 
 class Verifier:

@@ -17,7 +17,7 @@ class VerifyServicer(verify_pb2_grpc.VerifyServiceServicer):
     def __init__(self, verifier: Verifier) -> None:
         self._verifier = verifier
 
-    async def Verify(  # noqa: N802 (gRPC method name)
+    async def Verify(
         self, request: verify_pb2.VerifyRequest, context: grpc.aio.ServicerContext
     ) -> verify_pb2.VerifyResponse:
         evidence = [Evidence(e.ref, e.chunk_id, e.text) for e in request.evidence]

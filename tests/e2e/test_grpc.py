@@ -9,7 +9,15 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from ragstack.v1 import agent_pb2, agent_pb2_grpc, common_pb2, ingest_pb2, ingest_pb2_grpc, retrieve_pb2, retrieve_pb2_grpc
+from ragstack.v1 import (
+    agent_pb2,
+    agent_pb2_grpc,
+    common_pb2,
+    ingest_pb2,
+    ingest_pb2_grpc,
+    retrieve_pb2,
+    retrieve_pb2_grpc,
+)
 
 SERVICES = {
     "ingest": "ragstack.v1.IngestService",
@@ -111,8 +119,9 @@ async def test_explicit_mode_wins_and_signals_are_reported(stack) -> None:
     assert route.mode == common_pb2.SEARCH_MODE_LEXICAL and route.classifier == "explicit"
     async with grpc.aio.insecure_channel(stack.peers["retrieve"]) as channel:
         stub = retrieve_pb2_grpc.RetrieveServiceStub(channel)
-        resp = await stub.Search(retrieve_pb2.SearchRequest(query="cosine similarity of embeddings", top_k=4),
-                                 timeout=10)
+        resp = await stub.Search(
+            retrieve_pb2.SearchRequest(query="cosine similarity of embeddings", top_k=4), timeout=10
+        )
     assert resp.mode == common_pb2.SEARCH_MODE_HYBRID and len(resp.hits) == 4
     signals = {s.signal for s in resp.hits[0].signals}
     assert signals == {"lexical", "dense", "fusion"}
@@ -122,7 +131,9 @@ async def test_explicit_mode_wins_and_signals_are_reported(stack) -> None:
 async def test_errors_map_to_status_codes(stack) -> None:
     async with grpc.aio.insecure_channel(stack.peers["agent"]) as channel:
         with pytest.raises(grpc.aio.AioRpcError) as err:
-            async for _ in agent_pb2_grpc.AgentServiceStub(channel).Ask(agent_pb2.AskRequest(question="  "), timeout=5):
+            async for _ in agent_pb2_grpc.AgentServiceStub(channel).Ask(
+                agent_pb2.AskRequest(question="  "), timeout=5
+            ):
                 pass
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     async with grpc.aio.insecure_channel(stack.peers["retrieve"]) as channel:

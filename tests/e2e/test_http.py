@@ -42,17 +42,26 @@ async def test_query_over_sse(stack, spans) -> None:
         assert all(c["verdict"].startswith("VERDICT_") for c in done["manifest"]["claims"])
         assert "abstain" in done["answer"].lower() and not done["abstained"]
         # gateway -> agent -> retrieve -> verify: one OpenTelemetry trace, the JSON trace's id.
-        names = {s.name for s in spans.get_finished_spans() if format(s.context.trace_id, "032x") == done["trace_id"]}
-        assert {"POST /v1/query", "/ragstack.v1.AgentService/Ask", "/ragstack.v1.RetrieveService/Search",
-                "/ragstack.v1.VerifyService/Verify"} <= names
+        names = {
+            s.name
+            for s in spans.get_finished_spans()
+            if format(s.context.trace_id, "032x") == done["trace_id"]
+        }
+        assert {
+            "POST /v1/query",
+            "/ragstack.v1.AgentService/Ask",
+            "/ragstack.v1.RetrieveService/Search",
+            "/ragstack.v1.VerifyService/Verify",
+        } <= names
         trace = (await client.get(f"/v1/traces/{done['trace_id']}")).json()
         assert trace["trace_id"] == done["trace_id"] and trace["answer"] == done["answer"]
 
 
 async def test_query_as_json(stack) -> None:
     async with httpx.AsyncClient(base_url=stack.gateway_url, timeout=60) as client:
-        resp = await client.post("/v1/query", json={"question": "What is the default gateway port?",
-                                                    "stream": False})
+        resp = await client.post(
+            "/v1/query", json={"question": "What is the default gateway port?", "stream": False}
+        )
         assert resp.status_code == 200
         done = resp.json()
         assert "8080" in done["answer"] and done["citations"]

@@ -44,8 +44,9 @@ def test_bad_value_is_named(tmp_path: Path) -> None:
 def test_environment_overrides_the_file(tmp_path: Path) -> None:
     path = tmp_path / "ragstack.yaml"
     path.write_text("retrieve:\n  top_k: 3\n")
-    cfg = load_config(path, {"RAGSTACK__RETRIEVE__TOP_K": "8", "RAGSTACK__LLM__ENABLED": "false",
-                             "OTHER": "x"})
+    cfg = load_config(
+        path, {"RAGSTACK__RETRIEVE__TOP_K": "8", "RAGSTACK__LLM__ENABLED": "false", "OTHER": "x"}
+    )
     assert cfg.retrieve.top_k == 8 and cfg.llm.enabled is False
 
 

@@ -10,7 +10,11 @@ from ragstack.errors import ModelMissing
 
 
 def test_unit_vectors_in_input_order(embedder) -> None:
-    texts = ["short", "a considerably longer sentence about dense retrieval and cosine similarity", "mid size text"]
+    texts = [
+        "short",
+        "a considerably longer sentence about dense retrieval and cosine similarity",
+        "mid size text",
+    ]
     together = embedder.embed(texts)
     assert together.shape == (3, 384) and together.dtype == np.float32
     assert np.allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-4)
@@ -20,14 +24,22 @@ def test_unit_vectors_in_input_order(embedder) -> None:
 
 
 def test_meaning_is_captured(embedder) -> None:
-    a, b, c = embedder.embed(["How do I install the package?", "Installation instructions for the library",
-                              "The cat slept on the warm windowsill"])
+    a, b, c = embedder.embed(
+        [
+            "How do I install the package?",
+            "Installation instructions for the library",
+            "The cat slept on the warm windowsill",
+        ]
+    )
     assert a @ b > a @ c + 0.2
 
 
 def test_providers() -> None:
     assert pick_providers("auto", ["CPUExecutionProvider"]) == ["CPUExecutionProvider"]
-    assert pick_providers("auto", ["CUDAExecutionProvider", "CPUExecutionProvider"])[0] == "CUDAExecutionProvider"
+    assert (
+        pick_providers("auto", ["CUDAExecutionProvider", "CPUExecutionProvider"])[0]
+        == "CUDAExecutionProvider"
+    )
     assert pick_providers("cpu", ["CUDAExecutionProvider"]) == ["CPUExecutionProvider"]
     with pytest.raises(ModelMissing):
         pick_providers("cuda", ["CPUExecutionProvider"])

@@ -15,11 +15,36 @@ from services.agent.ask import Agent
 from services.verify.checker import OfflineChecker, Verifier
 
 HITS = [
-    d.SearchHit(d.Chunk("bm25:1", "bm25", "default", "Lucene and tantivy default to k1 = 1.2 and b = 0.75.",
-                        ("BM25", "Parameters"), (), 1, "BM25", "bm25.md"), 0.03,
-                (d.SignalScore("dense", 0.7, 1),)),
-    d.SearchHit(d.Chunk("rrf:0", "rrf", "default", "RRF adds 1/(k + rank) over the rankings.",
-                        ("Hybrid",), (), 0, "Hybrid", "hybrid.md"), 0.02, (d.SignalScore("dense", 0.3, 2),)),
+    d.SearchHit(
+        d.Chunk(
+            "bm25:1",
+            "bm25",
+            "default",
+            "Lucene and tantivy default to k1 = 1.2 and b = 0.75.",
+            ("BM25", "Parameters"),
+            (),
+            1,
+            "BM25",
+            "bm25.md",
+        ),
+        0.03,
+        (d.SignalScore("dense", 0.7, 1),),
+    ),
+    d.SearchHit(
+        d.Chunk(
+            "rrf:0",
+            "rrf",
+            "default",
+            "RRF adds 1/(k + rank) over the rankings.",
+            ("Hybrid",),
+            (),
+            0,
+            "Hybrid",
+            "hybrid.md",
+        ),
+        0.02,
+        (d.SignalScore("dense", 0.3, 2),),
+    ),
 ]
 
 
@@ -36,7 +61,9 @@ class LocalVerifier:
     def __init__(self, verifier: Verifier) -> None:
         self.verifier = verifier
 
-    async def verify(self, answer: str, evidence: Sequence[d.Evidence], evidence_score: float) -> d.Verification:
+    async def verify(
+        self, answer: str, evidence: Sequence[d.Evidence], evidence_score: float
+    ) -> d.Verification:
         return self.verifier.verify(answer, evidence, evidence_score)
 
 
@@ -66,8 +93,14 @@ class ScriptedLLM:
 def make_agent(tmp_path: Path, embedder):  # type: ignore[no-untyped-def]
     def build(llm: ScriptedLLM, verify: bool = True) -> tuple[Agent, TraceStore]:
         traces = TraceStore(tmp_path / "traces", 10)
-        agent = Agent(FixedRetriever(), LocalVerifier(Verifier(OfflineChecker(embedder, 0.55, 0.4), 0.5)), llm,
-                      traces, GenerationConfig(verify_answers=verify), default_top_k=2)
+        agent = Agent(
+            FixedRetriever(),
+            LocalVerifier(Verifier(OfflineChecker(embedder, 0.55, 0.4), 0.5)),
+            llm,
+            traces,
+            GenerationConfig(verify_answers=verify),
+            default_top_k=2,
+        )
         return agent, traces
 
     return build

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import itertools
+
 from services.ingest.chunker import chunk_markdown, sections
 from tests.conftest import SAMPLES
 
@@ -69,7 +71,7 @@ def test_chunks_respect_budget_and_overlap_one_sentence() -> None:
     chunks = chunk_markdown(prose, "T", max_tokens=15, overlap_sentences=1, count_tokens=words)
     assert len(chunks) > 3
     assert all(words(c.text) <= 15 for c in chunks)
-    for prev, nxt in zip(chunks, chunks[1:], strict=False):
+    for prev, nxt in itertools.pairwise(chunks):
         last = prev.text.split(". ")[-1].rstrip(".")
         assert nxt.text.startswith(last)
 

@@ -38,8 +38,15 @@ def setup(tmp_path: Path, embedder):  # type: ignore[no-untyped-def]
     counting = Counting(embedder)
     vectors = VectorStore(tmp_path / "lance", embedder.dimension, writer=True)
     lexical = LexicalStore(tmp_path / "tantivy", writer=True)
-    pipeline = IngestPipeline(Catalog(tmp_path / "catalog.sqlite"), vectors, lexical, counting,
-                              chunk_tokens=256, overlap_sentences=1, max_file_bytes=200_000)
+    pipeline = IngestPipeline(
+        Catalog(tmp_path / "catalog.sqlite"),
+        vectors,
+        lexical,
+        counting,
+        chunk_tokens=256,
+        overlap_sentences=1,
+        max_file_bytes=200_000,
+    )
     readers = (VectorStore(tmp_path / "lance", embedder.dimension), LexicalStore(tmp_path / "tantivy"))
     return pipeline, docs, counting, readers
 
@@ -55,8 +62,13 @@ def test_ingest_then_only_changes_are_redone(setup) -> None:  # type: ignore[no-
     pipeline, docs, counting, (dense, lexical) = setup
     events, summary = run(pipeline, [docs])
     assert summary.files == summary.indexed == 12 and summary.failed == 0
-    assert [e.stage for e in events[:5]] == [FileStage.PARSED, FileStage.CHUNKED, FileStage.EMBEDDED,
-                                            FileStage.INDEXED, FileStage.PARSED]
+    assert [e.stage for e in events[:5]] == [
+        FileStage.PARSED,
+        FileStage.CHUNKED,
+        FileStage.EMBEDDED,
+        FileStage.INDEXED,
+        FileStage.PARSED,
+    ]
     assert counting.texts == summary.chunks == dense.count("default")
     hits = lexical.search("Okapi City University", "default", 3)
     assert hits and hits[0][0].title == "BM25 Lexical Ranking" == hits[0][0].heading_path[0]
@@ -70,7 +82,10 @@ def test_ingest_then_only_changes_are_redone(setup) -> None:  # type: ignore[no-
     _, changed = run(pipeline, [docs])
     assert changed.indexed == 1 and changed.unchanged == 11
     assert 0 < counting.texts == changed.chunks
-    assert lexical.search("quokka", "default", 3)[0][0].heading_path == ("BM25 Lexical Ranking", "Zanzibar note")
+    assert lexical.search("quokka", "default", 3)[0][0].heading_path == (
+        "BM25 Lexical Ranking",
+        "Zanzibar note",
+    )
 
 
 def test_bad_files_fail_alone(setup, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -89,8 +104,9 @@ def test_bad_files_fail_alone(setup, tmp_path: Path) -> None:  # type: ignore[no
 
 def test_uploads_and_delete_everywhere(setup) -> None:  # type: ignore[no-untyped-def]
     pipeline, _, _, (dense, lexical) = setup
-    events = list(pipeline.run(upload_items([("notes.md", b"# Notes\n\nThe zeppelin flies at dawn.\n")]),
-                               "team"))
+    events = list(
+        pipeline.run(upload_items([("notes.md", b"# Notes\n\nThe zeppelin flies at dawn.\n")]), "team")
+    )
     doc_id = events[-2].document_id
     assert pipeline.get_document(doc_id).source == "notes.md"
     assert [d.document_id for d in pipeline.list_documents("team")] == [doc_id]

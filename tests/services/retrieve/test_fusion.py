@@ -13,8 +13,10 @@ def c(cid: str) -> Chunk:
 def test_hand_computed_rrf() -> None:
     # lexical: a(1) b(2) c(3); dense: b(1) d(2) a(3); k = 60.
     fused = reciprocal_rank_fusion(
-        {"lexical": [(c("a"), 9.0), (c("b"), 7.0), (c("c"), 1.0)],
-         "dense": [(c("b"), 0.9), (c("d"), 0.8), (c("a"), 0.7)]},
+        {
+            "lexical": [(c("a"), 9.0), (c("b"), 7.0), (c("c"), 1.0)],
+            "dense": [(c("b"), 0.9), (c("d"), 0.8), (c("a"), 0.7)],
+        },
         k=60,
     )
     scores = {h.chunk.chunk_id: h.score for h in fused}

@@ -11,7 +11,9 @@ from services.verify.claims import split_claims
 
 EVIDENCE = [
     Evidence("1", "bm25:0", "BM25 has two parameters. Lucene and tantivy default to k1 = 1.2 and b = 0.75."),
-    Evidence("2", "rrf:0", "Reciprocal rank fusion uses a constant k, usually 60. It needs no score calibration."),
+    Evidence(
+        "2", "rrf:0", "Reciprocal rank fusion uses a constant k, usually 60. It needs no score calibration."
+    ),
 ]
 
 
@@ -23,14 +25,20 @@ def verifier(embedder) -> Verifier:  # type: ignore[no-untyped-def]
 def test_claims_keep_their_refs() -> None:
     claims = split_claims("BM25 defaults to k1 = 1.2 [1]. RRF uses k = 60 [2, 1]. Trailing style. [2] Bare.")
     assert [(c.claim_id, c.refs) for c in claims] == [
-        ("c1", ("1",)), ("c2", ("2", "1")), ("c3", ("2",)), ("c4", ()),
+        ("c1", ("1",)),
+        ("c2", ("2", "1")),
+        ("c3", ("2",)),
+        ("c4", ()),
     ]
     assert claims[0].text == "BM25 defaults to k1 = 1.2."
 
 
 def test_supported_answer_is_delivered(verifier: Verifier) -> None:
-    v = verifier.verify("Tantivy defaults to k1 = 1.2 and b = 0.75 [1]. RRF usually uses k = 60 [2].",
-                        EVIDENCE, evidence_score=0.8)
+    v = verifier.verify(
+        "Tantivy defaults to k1 = 1.2 and b = 0.75 [1]. RRF usually uses k = 60 [2].",
+        EVIDENCE,
+        evidence_score=0.8,
+    )
     assert [c.verdict for c in v.manifest.claims] == [Verdict.SUPPORTED, Verdict.SUPPORTED]
     assert v.manifest.supported_ratio == 1.0 and not v.abstain and v.confidence > 0.8
 
@@ -49,7 +57,10 @@ def test_negation_flip_is_not_supported(verifier: Verifier) -> None:
 def test_fail_closed_without_refs_or_with_unknown_refs(verifier: Verifier) -> None:
     v = verifier.verify("BM25 has two parameters. BM25 has two parameters [7].", EVIDENCE, 0.9)
     assert [c.verdict for c in v.manifest.claims] == [Verdict.UNSUPPORTED, Verdict.UNSUPPORTED]
-    assert "cites no evidence" in v.manifest.claims[0].reason and "match no evidence" in v.manifest.claims[1].reason
+    assert (
+        "cites no evidence" in v.manifest.claims[0].reason
+        and "match no evidence" in v.manifest.claims[1].reason
+    )
 
 
 def test_unsupported_answer_is_withheld_with_capped_confidence(verifier: Verifier) -> None:
