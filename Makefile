@@ -1,0 +1,62 @@
+# RAGStack's front door. Every target runs through the project's own environment (.venv).
+PY      ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+MODEL   := models/all-minilm-l6-v2/model.onnx
+STAMP   := $(VENV)/.installed
+
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+.PHONY: help install models protos check-protos lint typecheck test test-fast demo serve clean
+
+help:  ## this list
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+$(MODEL):
+	scripts/export_models.sh
+
+install: $(STAMP) $(MODEL)  ## create .venv, install RAGStack and its tools, export the ONNX embedder
+
+models: $(MODEL)  ## export the bundled all-MiniLM-L6-v2 to ONNX (once, offline)
+
+protos: $(STAMP)  ## regenerate the gRPC stubs in ragstack/v1 from proto/
+	scripts/gen_protos.sh
+
+check-protos: $(STAMP)  ## fail when the committed stubs differ from what proto/ generates
+	scripts/gen_protos.sh
+	@git diff --exit-code --stat -- ragstack/v1 || { echo "stubs drifted from proto/: run make protos and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- ragstack/v1)" || { echo "untracked stubs in ragstack/v1"; exit 1; }
+
+lint: $(STAMP)  ## ruff, buf lint, and buf breaking against main
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/buf lint
+	@if git rev-parse --verify -q main >/dev/null && git cat-file -e main:buf.yaml 2>/dev/null; then \
+		$(BIN)/buf breaking --against '.git#branch=main' && echo "buf breaking: no breaking change against main"; \
+	else echo "buf breaking: no main branch with protos to compare against"; fi
+
+typecheck: $(STAMP)  ## mypy on hand-written code (generated stubs excluded)
+	$(BIN)/mypy
+
+test: install check-protos lint typecheck  ## everything CI runs: set up, check stubs, lint, types, tests
+	$(BIN)/pytest -q
+
+test-fast: install  ## the tests only
+	$(BIN)/pytest -q -m "not slow"
+
+demo: install  ## ingest the bundled sample corpus and answer a question with citations and the manifest
+	$(BIN)/ragstack ingest samples/corpus
+	$(BIN)/ragstack ask "How does reciprocal rank fusion combine lexical and dense rankings?"
+
+serve: install  ## run all four services and the gateway on loopback
+	$(BIN)/ragstack serve
+
+clean:  ## remove environments, exported models and local stores
+	rm -rf $(VENV) .venv-export models .ragstack
