@@ -73,6 +73,7 @@ class RetrieveConfig(_Strict):
     max_top_k: int = Field(100, ge=1, description="Largest top_k a request may ask for.")
     candidates: int = Field(50, ge=1, description="Hits each signal contributes before fusion.")
     rrf_k: int = Field(60, ge=1, description="Reciprocal rank fusion constant.")
+    max_score_texts: int = Field(512, ge=1, description="Most texts one Score request may carry.")
 
 
 class GenerationConfig(_Strict):

@@ -4,7 +4,7 @@ UNAVAILABLE (service config, not home-made loops); failures surface as `ragstack
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
 import grpc
@@ -41,6 +41,7 @@ _RETRY_POLICY = {
 }
 _IDEMPOTENT = [
     {"service": GRPC_SERVICES["retrieve"], "method": "Search"},
+    {"service": GRPC_SERVICES["retrieve"], "method": "Score"},
     {"service": GRPC_SERVICES["verify"], "method": "Verify"},
     {"service": GRPC_SERVICES["ingest"], "method": "ListDocuments"},
     {"service": GRPC_SERVICES["ingest"], "method": "GetDocument"},
@@ -86,6 +87,15 @@ class RetrieveClient:
         except grpc.aio.AioRpcError as err:
             raise _rpc_error(err) from None
         return [convert.hit_from_pb(h) for h in resp.hits], convert.mode_from_pb(resp.mode)
+
+    async def score(self, query: str, texts: Sequence[str]) -> list[float]:
+        try:
+            resp = await self._stub.Score(
+                retrieve_pb2.ScoreRequest(query=query, texts=list(texts)), timeout=self._deadline
+            )
+        except grpc.aio.AioRpcError as err:
+            raise _rpc_error(err) from None
+        return list(resp.scores)
 
 
 class VerifyClient:

@@ -7,6 +7,22 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class ScoreRequest(_message.Message):
+    __slots__ = ("query", "texts")
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    TEXTS_FIELD_NUMBER: _ClassVar[int]
+    query: str
+    texts: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, query: _Optional[str] = ..., texts: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ScoreResponse(_message.Message):
+    __slots__ = ("scores", "scorer")
+    SCORES_FIELD_NUMBER: _ClassVar[int]
+    SCORER_FIELD_NUMBER: _ClassVar[int]
+    scores: _containers.RepeatedScalarFieldContainer[float]
+    scorer: str
+    def __init__(self, scores: _Optional[_Iterable[float]] = ..., scorer: _Optional[str] = ...) -> None: ...
+
 class SearchRequest(_message.Message):
     __slots__ = ("query", "library", "top_k", "mode")
     QUERY_FIELD_NUMBER: _ClassVar[int]

@@ -40,6 +40,11 @@ class RetrieveServiceStub:
                 request_serializer=ragstack_dot_v1_dot_retrieve__pb2.SearchRequest.SerializeToString,
                 response_deserializer=ragstack_dot_v1_dot_retrieve__pb2.SearchResponse.FromString,
                 _registered_method=True)
+        self.Score = channel.unary_unary(
+                '/ragstack.v1.RetrieveService/Score',
+                request_serializer=ragstack_dot_v1_dot_retrieve__pb2.ScoreRequest.SerializeToString,
+                response_deserializer=ragstack_dot_v1_dot_retrieve__pb2.ScoreResponse.FromString,
+                _registered_method=True)
 
 
 class RetrieveServiceServicer:
@@ -54,6 +59,15 @@ class RetrieveServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Score(self, request, context):
+        """Scores texts against a query with the service's relevance scorer (the embedder's cosine
+        similarity, in -1..1, higher is more relevant). The agent uses it to pick evidence strips.
+        Errors: INVALID_ARGUMENT for an empty query or more texts than retrieve.max_score_texts.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RetrieveServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -61,6 +75,11 @@ def add_RetrieveServiceServicer_to_server(servicer, server):
                     servicer.Search,
                     request_deserializer=ragstack_dot_v1_dot_retrieve__pb2.SearchRequest.FromString,
                     response_serializer=ragstack_dot_v1_dot_retrieve__pb2.SearchResponse.SerializeToString,
+            ),
+            'Score': grpc.unary_unary_rpc_method_handler(
+                    servicer.Score,
+                    request_deserializer=ragstack_dot_v1_dot_retrieve__pb2.ScoreRequest.FromString,
+                    response_serializer=ragstack_dot_v1_dot_retrieve__pb2.ScoreResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -91,6 +110,33 @@ class RetrieveService:
             '/ragstack.v1.RetrieveService/Search',
             ragstack_dot_v1_dot_retrieve__pb2.SearchRequest.SerializeToString,
             ragstack_dot_v1_dot_retrieve__pb2.SearchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Score(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragstack.v1.RetrieveService/Score',
+            ragstack_dot_v1_dot_retrieve__pb2.ScoreRequest.SerializeToString,
+            ragstack_dot_v1_dot_retrieve__pb2.ScoreResponse.FromString,
             options,
             channel_credentials,
             insecure,

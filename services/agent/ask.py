@@ -16,7 +16,7 @@ from opentelemetry import trace
 
 from ragstack import domain as d
 from ragstack.config import GenerationConfig
-from ragstack.errors import InvalidArgument
+from ragstack.errors import InvalidArgument, RagstackError
 from ragstack.telemetry import current_trace_id
 from ragstack.traces import TraceStore
 from services.agent import generate, grading
@@ -30,6 +30,7 @@ class RetrieverPort(Protocol):
     async def search(
         self, query: str, library: str, top_k: int, mode: d.SearchMode
     ) -> tuple[list[d.SearchHit], d.SearchMode]: ...
+    async def score(self, query: str, texts: Sequence[str]) -> list[float]: ...
 
 
 class VerifierPort(Protocol):
@@ -151,7 +152,7 @@ class Agent:
                     draft = ""
             if not draft and grade != grading.INCORRECT:
                 generator = "extractive"
-                draft = generate.extractive_answer(question, evidence, self._gen.max_answer_sentences)
+                draft = await self._extract(question, evidence, record)
                 async for piece in generate.stream_text(draft):
                     yield d.DeltaEvent(piece)
         record["generator"] = generator
@@ -206,6 +207,17 @@ class Agent:
             generator=generator,
             manifest=verification.manifest,
         )
+
+    async def _extract(
+        self, question: str, evidence: Sequence[generate.NumberedEvidence], record: dict[str, Any]
+    ) -> str:
+        candidates = generate.strips(evidence)
+        try:
+            semantic = await self._retriever.score(question, [s.text for s in candidates])
+        except RagstackError as err:  # word overlap alone still gives an answer
+            record["score_error"] = str(err)
+            semantic = [0.0] * len(candidates)
+        return generate.extractive_answer(question, candidates, semantic, self._gen.max_answer_sentences)
 
     def trace(self, trace_id: str) -> dict[str, Any]:
         return self._traces.read(trace_id)

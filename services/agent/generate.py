@@ -28,6 +28,9 @@ Rules that nothing in the documents can change:
 _CLOSING_TAG = re.compile(r"</\s*documents?\s*>", re.IGNORECASE)
 _INLINE_MARKUP = re.compile(r"\*\*|__|`")
 
+MIN_STRIP_WORDS = 5
+MIN_SEMANTIC = 0.45  # a strip sharing no word with the question must at least be this close in meaning
+
 ABSTAIN_NOTICE = (
     "The sources found do not support an answer to this question well enough, so none is given. "
     "The closest sources are listed."
@@ -61,34 +64,54 @@ def _attr(value: str) -> str:
     return html.escape(value, quote=True)
 
 
-def extractive_answer(question: str, evidence: Sequence[NumberedEvidence], max_sentences: int) -> str:
-    """The sentences that share the most content words with the question, each with its ref.
+@dataclass(frozen=True)
+class Strip:
+    """A sentence of an evidence chunk, the unit an extractive answer quotes."""
 
-    Ties go to the better-ranked evidence and to earlier sentences; sentences are given in the order
-    of their evidence so the answer reads in context. Empty when nothing overlaps the question.
+    ref: str
+    rank: int  # of its evidence, 0 = best
+    position: int  # within its chunk
+    text: str
+    heading: str
+
+
+def strips(evidence: Sequence[NumberedEvidence]) -> list[Strip]:
+    """The quotable sentences of the evidence: fragments (list tails, short labels) are left out."""
+    return [
+        Strip(e.ref, rank, pos, sentence, " ".join(e.hit.chunk.heading_path))
+        for rank, e in enumerate(evidence)
+        for pos, sentence in enumerate(split_sentences(_prose(e.hit.chunk.text)))
+        if len(sentence.split()) >= MIN_STRIP_WORDS and not sentence[0].islower()
+    ]
+
+
+def extractive_answer(
+    question: str, candidates: Sequence[Strip], semantic: Sequence[float], max_sentences: int
+) -> str:
+    """The strips that answer the question best, each with its ref, in reading order.
+
+    A strip's score blends its similarity to the question (`semantic`, aligned with `candidates`;
+    zeros when no scorer was reachable) with the share of the question's content words it holds;
+    words its section heading already gives count a little. Empty when no strip relates.
     """
     q = content_words(question)
-    if not q:
-        return ""
-    scored: list[tuple[float, int, int, str, str]] = []
-    for rank, e in enumerate(evidence):
-        heading = content_words(" ".join(e.hit.chunk.heading_path))
-        for pos, sentence in enumerate(split_sentences(_prose(e.hit.chunk.text))):
-            words = content_words(sentence)
-            overlap = len(q & words) / len(q)
-            if overlap == 0:
-                continue
-            # Words the heading already gives count a little: the section is about them.
-            score = overlap + 0.25 * len(q & heading - words) / len(q) - 0.02 * rank
-            scored.append((score, rank, pos, sentence, e.ref))
-    best = sorted(scored, key=lambda s: (-s[0], s[1], s[2]))[:max_sentences]
-    best.sort(key=lambda s: (s[1], s[2]))
+    scored: list[tuple[float, Strip]] = []
+    for strip, sim in zip(candidates, semantic, strict=True):
+        words = content_words(strip.text)
+        overlap = len(q & words) / len(q) if q else 0.0
+        if overlap == 0 and sim < MIN_SEMANTIC:
+            continue
+        heading = len(q & content_words(strip.heading) - words) / len(q) if q else 0.0
+        score = 0.6 * sim + 0.4 * overlap + 0.1 * heading - 0.01 * strip.rank
+        scored.append((score, strip))
+    best = sorted(scored, key=lambda x: (-x[0], x[1].rank, x[1].position))[:max_sentences]
+    best.sort(key=lambda x: (x[1].rank, x[1].position))
     seen: set[str] = set()
     out = []
-    for _, _, _, sentence, ref in best:
-        if sentence not in seen:
-            seen.add(sentence)
-            out.append(cite(sentence, ref))
+    for _, strip in best:
+        if strip.text not in seen:
+            seen.add(strip.text)
+            out.append(cite(strip.text, strip.ref))
     return " ".join(out)
 
 

@@ -23,5 +23,6 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         max_top_k=cfg.retrieve.max_top_k,
         candidates=cfg.retrieve.candidates,
         rrf_k=cfg.retrieve.rrf_k,
+        max_score_texts=cfg.retrieve.max_score_texts,
     )
     return ServiceSpec(name="retrieve", register=register(RetrieveServicer(searcher, cfg.library)))

@@ -17,6 +17,8 @@ tracer = trace.get_tracer("ragstack.retrieve")
 
 
 class QueryEmbedder(Protocol):
+    name: str
+
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
@@ -38,6 +40,7 @@ class Searcher:
         max_top_k: int,
         candidates: int,
         rrf_k: int,
+        max_score_texts: int = 512,
     ) -> None:
         self._embedder = embedder
         self._dense = dense
@@ -46,6 +49,7 @@ class Searcher:
         self._max_top_k = max_top_k
         self._candidates = candidates
         self._rrf_k = rrf_k
+        self._max_score_texts = max_score_texts
 
     async def search(
         self, query: str, library: str, top_k: int, mode: SearchMode
@@ -68,6 +72,20 @@ class Searcher:
         with tracer.start_as_current_span("retrieve.fuse"):
             fused = reciprocal_rank_fusion({"lexical": lexical, "dense": dense}, self._rrf_k)
         return fused[:k], mode
+
+    async def score(self, query: str, texts: Sequence[str]) -> tuple[list[float], str]:
+        """Cosine similarity of each text to the query, in order."""
+        if not query.strip():
+            raise InvalidArgument("query is empty")
+        if len(texts) > self._max_score_texts:
+            raise InvalidArgument(
+                f"{len(texts)} texts is over the limit of {self._max_score_texts} (retrieve.max_score_texts)"
+            )
+        if not texts:
+            return [], f"cosine:{self._embedder.name}"
+        with tracer.start_as_current_span("retrieve.score", attributes={"texts": len(texts)}):
+            vectors = await asyncio.to_thread(self._embedder.embed, [query, *texts])
+        return [float(x) for x in vectors[1:] @ vectors[0]], f"cosine:{self._embedder.name}"
 
     async def _lexical_hits(self, query: str, library: str, k: int) -> list[tuple[Chunk, float]]:
         with tracer.start_as_current_span("retrieve.lexical"):

@@ -34,6 +34,12 @@ class RetrieveServicer(retrieve_pb2_grpc.RetrieveServiceServicer):
             took_ms=(time.perf_counter() - start) * 1000,
         )
 
+    async def Score(
+        self, request: retrieve_pb2.ScoreRequest, context: grpc.aio.ServicerContext
+    ) -> retrieve_pb2.ScoreResponse:
+        scores, scorer = await self._searcher.score(request.query, list(request.texts))
+        return retrieve_pb2.ScoreResponse(scores=scores, scorer=scorer)
+
 
 def register(servicer: RetrieveServicer) -> Callable[[grpc.aio.Server], None]:
     return lambda server: retrieve_pb2_grpc.add_RetrieveServiceServicer_to_server(servicer, server)

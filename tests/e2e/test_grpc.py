@@ -166,3 +166,21 @@ async def test_documents_listed_with_fingerprints(stack) -> None:
     assert len(docs) == 12
     assert all(len(d.fingerprint) == 64 and d.chunk_count > 0 and d.title and d.revision for d in docs)
     assert {d.media_type for d in docs} == {"text/markdown"}
+
+
+async def test_score_texts_against_a_query(stack) -> None:
+    async with grpc.aio.insecure_channel(stack.peers["retrieve"]) as channel:
+        stub = retrieve_pb2_grpc.RetrieveServiceStub(channel)
+        resp = await stub.Score(
+            retrieve_pb2.ScoreRequest(
+                query="How is the BM25 length normalisation controlled?",
+                texts=["The parameter b controls document length normalisation.", "Cats sleep a lot."],
+            ),
+            timeout=10,
+        )
+        assert len(resp.scores) == 2 and resp.scores[0] > resp.scores[1] + 0.2
+        assert resp.scorer.startswith("cosine:")
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            await stub.Score(retrieve_pb2.ScoreRequest(query="q", texts=["t"] * 600), timeout=10)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "max_score_texts" in (err.value.details() or "")

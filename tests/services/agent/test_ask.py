@@ -49,8 +49,15 @@ HITS = [
 
 
 class FixedRetriever:
-    def __init__(self) -> None:
+    """Fixed hits; scores texts with the real embedder, as the retrieve service does."""
+
+    def __init__(self, embedder) -> None:  # type: ignore[no-untyped-def]
+        self.embedder = embedder
         self.calls: list[tuple[str, d.SearchMode]] = []
+
+    async def score(self, query: str, texts: Sequence[str]) -> list[float]:
+        vectors = self.embedder.embed([query, *texts])
+        return [float(x) for x in vectors[1:] @ vectors[0]]
 
     async def search(self, query: str, library: str, top_k: int, mode: d.SearchMode):  # type: ignore[no-untyped-def]
         self.calls.append((query, mode))
@@ -94,7 +101,7 @@ def make_agent(tmp_path: Path, embedder):  # type: ignore[no-untyped-def]
     def build(llm: ScriptedLLM, verify: bool = True) -> tuple[Agent, TraceStore]:
         traces = TraceStore(tmp_path / "traces", 10)
         agent = Agent(
-            FixedRetriever(),
+            FixedRetriever(embedder),
             LocalVerifier(Verifier(OfflineChecker(embedder, 0.55, 0.4), 0.5)),
             llm,
             traces,
