@@ -133,15 +133,13 @@ def create_app(upstreams: Upstreams) -> FastAPI:
         return {"documents": [_doc(x) for x in docs]}
 
     @app.get("/v1/documents/{document_id}", tags=["documents"])
-    async def get_document(document_id: str) -> dict[str, Any]:
-        return _doc(await upstreams.ingest.get_document(document_id))
+    async def get_document(document_id: str, library: str = "") -> dict[str, Any]:
+        return _doc(await upstreams.ingest.get_document(document_id, library))
 
     @app.delete("/v1/documents/{document_id}", tags=["documents"])
-    async def delete_document(document_id: str) -> dict[str, Any]:
-        return {
-            "document_id": document_id,
-            "chunks_removed": await upstreams.ingest.delete_document(document_id),
-        }
+    async def delete_document(document_id: str, library: str = "") -> dict[str, Any]:
+        removed = await upstreams.ingest.delete_document(document_id, library)
+        return {"document_id": document_id, "chunks_removed": removed}
 
     return app
 

@@ -66,6 +66,7 @@ class IngestConfig(_Strict):
     chunk_tokens: int = Field(512, ge=32, le=8192, description="Target chunk size in word pieces.")
     overlap_sentences: int = Field(1, ge=0, le=10, description="Sentences repeated at chunk starts.")
     max_file_mb: float = Field(50.0, gt=0, description="Files larger than this fail with the limit named.")
+    batch_chunks: int = Field(256, ge=1, description="Chunks embedded and written together.")
 
 
 class RetrieveConfig(_Strict):

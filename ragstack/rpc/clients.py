@@ -191,19 +191,20 @@ class IngestClient:
             raise _rpc_error(err) from None
         return [convert.document_from_pb(x) for x in resp.documents]
 
-    async def get_document(self, document_id: str) -> d.Document:
+    async def get_document(self, document_id: str, library: str = "") -> d.Document:
         try:
             resp = await self._stub.GetDocument(
-                ingest_pb2.GetDocumentRequest(document_id=document_id), timeout=self._short
+                ingest_pb2.GetDocumentRequest(document_id=document_id, library=library), timeout=self._short
             )
         except grpc.aio.AioRpcError as err:
             raise _rpc_error(err) from None
         return convert.document_from_pb(resp.document)
 
-    async def delete_document(self, document_id: str) -> int:
+    async def delete_document(self, document_id: str, library: str = "") -> int:
         try:
             resp = await self._stub.DeleteDocument(
-                ingest_pb2.DeleteDocumentRequest(document_id=document_id), timeout=self._short
+                ingest_pb2.DeleteDocumentRequest(document_id=document_id, library=library),
+                timeout=self._short,
             )
         except grpc.aio.AioRpcError as err:
             raise _rpc_error(err) from None

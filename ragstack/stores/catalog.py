@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 
 from ragstack.domain import Document
@@ -19,39 +20,54 @@ class Catalog:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS documents ("
-            " document_id TEXT PRIMARY KEY, library TEXT NOT NULL, source TEXT NOT NULL,"
+            " document_id TEXT NOT NULL, library TEXT NOT NULL, source TEXT NOT NULL,"
             " revision TEXT, fingerprint TEXT NOT NULL, title TEXT, media_type TEXT,"
-            " chunk_count INTEGER, indexed_at TEXT)"
+            " chunk_count INTEGER, indexed_at TEXT, PRIMARY KEY (library, document_id))"
         )
-        self._db.execute("CREATE INDEX IF NOT EXISTS documents_library ON documents(library, source)")
 
-    def get(self, document_id: str) -> Document | None:
+    def get(self, library: str, document_id: str) -> Document | None:
         with self._lock:
             row = self._db.execute(
-                f"SELECT {_COLUMNS} FROM documents WHERE document_id = ?", (document_id,)
+                f"SELECT {_COLUMNS} FROM documents WHERE library = ? AND document_id = ?",
+                (library, document_id),
             ).fetchone()
         return Document(*row) if row else None
 
-    def upsert(self, doc: Document) -> None:
+    def fingerprints(self, library: str) -> dict[str, str]:
+        """document_id -> fingerprint for a whole library (one query for a big batch)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT document_id, fingerprint FROM documents WHERE library = ?", (library,)
+            ).fetchall()
+        return dict(rows)
+
+    def upsert(self, docs: Iterable[Document]) -> None:
+        rows = [
+            (
+                d.document_id,
+                d.library,
+                d.source,
+                d.revision,
+                d.fingerprint,
+                d.title,
+                d.media_type,
+                d.chunk_count,
+                d.indexed_at,
+            )
+            for d in docs
+        ]
+        with self._lock:
+            self._db.execute("BEGIN")
+            self._db.executemany(
+                f"INSERT OR REPLACE INTO documents ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
+            )
+            self._db.execute("COMMIT")
+
+    def delete(self, library: str, document_id: str) -> None:
         with self._lock:
             self._db.execute(
-                f"INSERT OR REPLACE INTO documents ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    doc.document_id,
-                    doc.library,
-                    doc.source,
-                    doc.revision,
-                    doc.fingerprint,
-                    doc.title,
-                    doc.media_type,
-                    doc.chunk_count,
-                    doc.indexed_at,
-                ),
+                "DELETE FROM documents WHERE library = ? AND document_id = ?", (library, document_id)
             )
-
-    def delete(self, document_id: str) -> None:
-        with self._lock:
-            self._db.execute("DELETE FROM documents WHERE document_id = ?", (document_id,))
 
     def list(self, library: str) -> list[Document]:
         with self._lock:

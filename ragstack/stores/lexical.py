@@ -20,12 +20,17 @@ def _schema() -> Any:
     b = tantivy.SchemaBuilder()
     b.add_text_field("chunk_id", stored=True, tokenizer_name="raw")
     b.add_text_field("document_id", stored=True, tokenizer_name="raw")
+    b.add_text_field("doc_key", stored=False, tokenizer_name="raw")  # library + document id, for deletes
     b.add_text_field("library", stored=True, tokenizer_name="raw")
     b.add_text_field("title", stored=True, tokenizer_name="en_stem")
     b.add_text_field("heading", stored=False, tokenizer_name="en_stem")
     b.add_text_field("text", stored=True, tokenizer_name="en_stem")
     b.add_text_field("meta", stored=True, index_option="basic", tokenizer_name="raw")
     return b.build()
+
+
+def doc_key(library: str, document_id: str) -> str:
+    return f"{library}\x1f{document_id}"
 
 
 def query_terms(text: str) -> list[str]:
@@ -42,11 +47,13 @@ class LexicalStore:
         self._index = tantivy.Index(self._schema, path=str(path), reuse=True)
         self._writer = self._index.writer(heap_size=64_000_000, num_threads=1) if writer else None
 
-    def replace_document(self, document_id: str, chunks: Sequence[Chunk]) -> None:
+    def replace_documents(self, library: str, document_ids: Sequence[str], chunks: Sequence[Chunk]) -> None:
+        """Replaces every chunk of `document_ids` in `library` with `chunks`, in one commit."""
         import tantivy
 
         assert self._writer is not None, "read-only LexicalStore"
-        self._writer.delete_documents_by_term("document_id", document_id)
+        for document_id in document_ids:
+            self._writer.delete_documents_by_term("doc_key", doc_key(library, document_id))
         for c in chunks:
             meta = json.dumps(
                 {
@@ -60,6 +67,7 @@ class LexicalStore:
                 tantivy.Document(
                     chunk_id=c.chunk_id,
                     document_id=c.document_id,
+                    doc_key=doc_key(c.library, c.document_id),
                     library=c.library,
                     title=c.title,
                     heading=" ".join(c.heading_path),
@@ -69,9 +77,9 @@ class LexicalStore:
             )
         self._writer.commit()
 
-    def delete_document(self, document_id: str) -> None:
+    def delete_document(self, library: str, document_id: str) -> None:
         assert self._writer is not None, "read-only LexicalStore"
-        self._writer.delete_documents_by_term("document_id", document_id)
+        self._writer.delete_documents_by_term("doc_key", doc_key(library, document_id))
         self._writer.commit()
 
     def search(self, query: str, library: str, k: int) -> list[tuple[Chunk, float]]:

@@ -73,7 +73,10 @@ class VectorStore:
                 self._table = self._db.open_table(TABLE)
         return self._table
 
-    def replace_document(self, document_id: str, chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
+    def replace_documents(
+        self, library: str, document_ids: Sequence[str], chunks: Sequence[Chunk], vectors: np.ndarray
+    ) -> None:
+        """Replaces every chunk of `document_ids` in `library` with `chunks` (one delete, one append)."""
         table = self._open()
         rows = [
             {
@@ -90,15 +93,17 @@ class VectorStore:
             }
             for i, c in enumerate(chunks)
         ]
-        table.delete(f"document_id = {sql_str(document_id)}")
+        if document_ids:
+            ids = ", ".join(sql_str(d) for d in document_ids)
+            table.delete(f"library = {sql_str(library)} AND document_id IN ({ids})")
         if rows:
             table.add(pa.Table.from_pylist(rows, schema=_schema(self.dimension)))
 
-    def delete_document(self, document_id: str) -> int:
+    def delete_document(self, library: str, document_id: str) -> int:
         table = self._open()
         if table is None:
             return 0
-        where = f"document_id = {sql_str(document_id)}"
+        where = f"library = {sql_str(library)} AND document_id = {sql_str(document_id)}"
         n = int(table.count_rows(where))
         table.delete(where)
         return n

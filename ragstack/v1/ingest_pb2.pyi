@@ -100,10 +100,12 @@ class ListDocumentsResponse(_message.Message):
     def __init__(self, documents: _Optional[_Iterable[_Union[_common_pb2.Document, _Mapping]]] = ...) -> None: ...
 
 class GetDocumentRequest(_message.Message):
-    __slots__ = ("document_id",)
+    __slots__ = ("document_id", "library")
     DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    LIBRARY_FIELD_NUMBER: _ClassVar[int]
     document_id: str
-    def __init__(self, document_id: _Optional[str] = ...) -> None: ...
+    library: str
+    def __init__(self, document_id: _Optional[str] = ..., library: _Optional[str] = ...) -> None: ...
 
 class GetDocumentResponse(_message.Message):
     __slots__ = ("document",)
@@ -112,10 +114,12 @@ class GetDocumentResponse(_message.Message):
     def __init__(self, document: _Optional[_Union[_common_pb2.Document, _Mapping]] = ...) -> None: ...
 
 class DeleteDocumentRequest(_message.Message):
-    __slots__ = ("document_id",)
+    __slots__ = ("document_id", "library")
     DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    LIBRARY_FIELD_NUMBER: _ClassVar[int]
     document_id: str
-    def __init__(self, document_id: _Optional[str] = ...) -> None: ...
+    library: str
+    def __init__(self, document_id: _Optional[str] = ..., library: _Optional[str] = ...) -> None: ...
 
 class DeleteDocumentResponse(_message.Message):
     __slots__ = ("chunks_removed",)

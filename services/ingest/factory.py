@@ -25,6 +25,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         chunk_tokens=cfg.ingest.chunk_tokens,
         overlap_sentences=cfg.ingest.overlap_sentences,
         max_file_bytes=int(cfg.ingest.max_file_mb * 1024 * 1024),
+        batch_chunks=cfg.ingest.batch_chunks,
     )
 
     async def close() -> None:

@@ -1,20 +1,19 @@
 """The ingest pipeline: read → fingerprint → parse → chunk → embed → write the stores → catalog.
 
-A file that fails is reported and skipped; the batch goes on. Writes of a document replace its
-previous chunks in each store, and the catalog (with the fingerprint) is written last, so a
-crash before it leaves the document to be redone by the next run.
+Documents are prepared one by one and written in batches: the chunks of a batch are embedded in
+one call (sorted by length, so little padding) and each store is written once per batch. A file
+that fails is reported and skipped; the batch goes on. The catalog row (with the fingerprint) is
+written after the stores, so a crash before it leaves the documents to be redone by the next run.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -25,6 +24,7 @@ from ragstack.errors import DocumentNotFound, InvalidArgument, RagstackError
 from ragstack.stores.catalog import Catalog
 from services.ingest import readers
 from services.ingest.chunker import chunk_markdown
+from services.ingest.sources import DocItem, Rejected, SourceItem, expand
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("ragstack.ingest")
@@ -36,54 +36,30 @@ class EmbedderPort(Protocol):
 
 
 class VectorWriter(Protocol):
-    def replace_document(self, document_id: str, chunks: Sequence[Chunk], vectors: np.ndarray) -> None: ...
-    def delete_document(self, document_id: str) -> int: ...
+    def replace_documents(
+        self, library: str, document_ids: Sequence[str], chunks: Sequence[Chunk], vectors: np.ndarray
+    ) -> None: ...
+    def delete_document(self, library: str, document_id: str) -> int: ...
 
 
 class LexicalWriter(Protocol):
-    def replace_document(self, document_id: str, chunks: Sequence[Chunk]) -> None: ...
-    def delete_document(self, document_id: str) -> None: ...
+    def replace_documents(
+        self, library: str, document_ids: Sequence[str], chunks: Sequence[Chunk]
+    ) -> None: ...
+    def delete_document(self, library: str, document_id: str) -> None: ...
 
 
-@dataclass(frozen=True)
-class SourceItem:
-    """One file to ingest: where it came from, its backend revision, and how to read it."""
-
-    source: str
-    revision: str
-    read: Callable[[], bytes]
-    size: int
+@dataclass
+class _Prepared:
+    index: int
+    item: DocItem
+    document: Document
+    chunks: list[Chunk]
 
 
-def document_id_for(library: str, source: str) -> str:
-    return hashlib.sha256(f"{library}\0{source}".encode()).hexdigest()[:20]
-
-
-def collect_paths(paths: Iterable[str]) -> list[SourceItem]:
-    """Files named or found under the folders named (hidden files and folders skipped)."""
-    items: list[SourceItem] = []
-    for raw in paths:
-        path = Path(raw).expanduser()
-        if not path.exists():
-            raise InvalidArgument(f"path does not exist: {raw}")
-        files = (
-            sorted(
-                p
-                for p in path.rglob("*")
-                if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
-            )
-            if path.is_dir()
-            else [path]
-        )
-        for f in files:
-            st = f.stat()
-            mtime = datetime.fromtimestamp(st.st_mtime, UTC).isoformat()
-            items.append(SourceItem(str(f.resolve()), mtime, f.read_bytes, st.st_size))
-    return items
-
-
-def upload_items(files: Iterable[tuple[str, bytes]]) -> list[SourceItem]:
-    return [SourceItem(name, "", functools.partial(bytes, content), len(content)) for name, content in files]
+def embedding_text(chunk: Chunk) -> str:
+    """What the embedder sees: the heading path situates the chunk in its document."""
+    return " > ".join(chunk.heading_path) + "\n" + chunk.text
 
 
 class IngestPipeline:
@@ -96,6 +72,7 @@ class IngestPipeline:
         chunk_tokens: int,
         overlap_sentences: int,
         max_file_bytes: int,
+        batch_chunks: int = 256,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -106,52 +83,45 @@ class IngestPipeline:
         self._chunk_tokens = chunk_tokens
         self._overlap = overlap_sentences
         self._max_bytes = max_file_bytes
+        self._batch_chunks = batch_chunks
         self._now = now
         self._clock = clock
 
     def run(self, items: Sequence[SourceItem], library: str) -> Iterator[FileProgress | IngestSummary]:
-        """Yields per-file progress events, then the summary."""
+        """Yields per-document progress events, then the summary."""
         if not items:
             raise InvalidArgument("nothing to ingest: give paths or files")
         start = self._clock()
-        summary = IngestSummary(files=len(items))
-        for index, item in enumerate(items, start=1):
-            doc_id = document_id_for(library, item.source)
-
-            def event(
-                stage: FileStage,
-                chunks: int = 0,
-                reason: str = "",
-                _i: int = index,
-                _s: str = item.source,
-                _d: str = doc_id,
-            ) -> FileProgress:
-                return FileProgress(_s, stage, _i, len(items), _d, chunks, reason)
-
+        docs = expand(items, library)
+        summary = IngestSummary(files=len(docs))
+        known = self._catalog.fingerprints(library)
+        pending: list[_Prepared] = []
+        for index, doc in enumerate(docs, start=1):
+            if isinstance(doc, Rejected):
+                yield self._failed(summary, doc.source, "", index, len(docs), doc.reason)
+                continue
             try:
-                # Stage spans are opened and closed between yields: this generator is resumed from
-                # worker threads, so no span may stay attached across a yield.
-                yield from self._one(item, library, doc_id, event, summary)
-            except RagstackError as err:
-                summary.failed += 1
-                summary.failures.append(f"{item.source}: {err}")
-                yield event(FileStage.FAILED, reason=str(err))
-            except Exception as err:  # a parser bug must fail the file, not the batch
-                log.exception("ingest of %s failed", item.source)
-                summary.failed += 1
-                summary.failures.append(f"{item.source}: {type(err).__name__}: {err}")
-                yield event(FileStage.FAILED, reason=f"{type(err).__name__}: {err}")
+                # Spans open and close between yields: this generator is resumed from worker threads.
+                prepared = self._prepare(doc, library, known, index)
+            except Exception as err:
+                yield self._failed(summary, doc.source, doc.document_id, index, len(docs), _reason(err))
+                continue
+            if prepared is None:
+                summary.unchanged += 1
+                yield FileProgress(doc.source, FileStage.UNCHANGED, index, len(docs), doc.document_id)
+                continue
+            n = len(prepared.chunks)
+            yield FileProgress(doc.source, FileStage.PARSED, index, len(docs), doc.document_id)
+            yield FileProgress(doc.source, FileStage.CHUNKED, index, len(docs), doc.document_id, n)
+            pending.append(prepared)
+            if sum(len(p.chunks) for p in pending) >= self._batch_chunks:
+                yield from self._flush(pending, library, summary, len(docs))
+                pending = []
+        yield from self._flush(pending, library, summary, len(docs))
         summary.seconds = self._clock() - start
         yield summary
 
-    def _one(
-        self,
-        item: SourceItem,
-        library: str,
-        doc_id: str,
-        event: Callable[..., FileProgress],
-        summary: IngestSummary,
-    ) -> Iterator[FileProgress]:
+    def _prepare(self, item: DocItem, library: str, known: dict[str, str], index: int) -> _Prepared | None:
         if item.size > self._max_bytes:
             raise InvalidArgument(
                 f"file is {item.size / 1e6:.1f} MB, over the limit of {self._max_bytes / 1e6:.1f} MB "
@@ -159,14 +129,10 @@ class IngestPipeline:
             )
         data = item.read()
         fingerprint = hashlib.sha256(data).hexdigest()
-        previous = self._catalog.get(doc_id)
-        if previous is not None and previous.fingerprint == fingerprint:
-            summary.unchanged += 1
-            yield event(FileStage.UNCHANGED, previous.chunk_count)
-            return
+        if known.get(item.document_id) == fingerprint:
+            return None
         with tracer.start_as_current_span("ingest.parse", attributes={"source": item.source}):
-            parsed = readers.parse(item.source, data)
-        yield event(FileStage.PARSED)
+            parsed = readers.parse(item.source, data, item.kind)
         with tracer.start_as_current_span("ingest.chunk"):
             pieces = chunk_markdown(
                 parsed.markdown, parsed.title, self._chunk_tokens, self._overlap, self._embedder.count_tokens
@@ -175,8 +141,8 @@ class IngestPipeline:
             raise InvalidArgument("no text to index")
         chunks = [
             Chunk(
-                chunk_id=f"{doc_id}:{i}",
-                document_id=doc_id,
+                chunk_id=f"{item.document_id}:{i}",
+                document_id=item.document_id,
                 library=library,
                 text=p.text,
                 heading_path=p.heading_path,
@@ -186,43 +152,83 @@ class IngestPipeline:
             )
             for i, p in enumerate(pieces)
         ]
-        yield event(FileStage.CHUNKED, len(chunks))
-        with tracer.start_as_current_span("ingest.embed", attributes={"chunks": len(chunks)}):
-            # The heading path goes into the embedded text: it situates the chunk in its document.
-            vectors = self._embedder.embed([" > ".join(c.heading_path) + "\n" + c.text for c in chunks])
-        yield event(FileStage.EMBEDDED, len(chunks))
-        with tracer.start_as_current_span("ingest.index"):
-            self._vectors.replace_document(doc_id, chunks, vectors)
-            self._lexical.replace_document(doc_id, chunks)
-            self._catalog.upsert(
-                Document(
-                    document_id=doc_id,
-                    library=library,
-                    source=item.source,
-                    revision=item.revision,
-                    fingerprint=fingerprint,
-                    title=parsed.title,
-                    media_type=parsed.media_type,
-                    chunk_count=len(chunks),
-                    indexed_at=self._now().isoformat(),
-                )
+        document = Document(
+            document_id=item.document_id,
+            library=library,
+            source=item.source,
+            revision=item.revision,
+            fingerprint=fingerprint,
+            title=parsed.title,
+            media_type=parsed.media_type,
+            chunk_count=len(chunks),
+        )
+        return _Prepared(index, item, document, chunks)
+
+    def _flush(
+        self, batch: list[_Prepared], library: str, summary: IngestSummary, total: int
+    ) -> Iterator[FileProgress]:
+        if not batch:
+            return
+        chunks = [c for p in batch for c in p.chunks]
+        ids = [p.item.document_id for p in batch]
+        try:
+            with tracer.start_as_current_span("ingest.embed", attributes={"chunks": len(chunks)}):
+                vectors = self._embedder.embed([embedding_text(c) for c in chunks])
+        except Exception as err:
+            for p in batch:
+                yield self._failed(summary, p.item.source, p.item.document_id, p.index, total, _reason(err))
+            return
+        for p in batch:
+            yield FileProgress(
+                p.item.source, FileStage.EMBEDDED, p.index, total, p.item.document_id, len(p.chunks)
             )
-        summary.indexed += 1
-        summary.chunks += len(chunks)
-        yield event(FileStage.INDEXED, len(chunks))
+        try:
+            with tracer.start_as_current_span("ingest.index", attributes={"documents": len(batch)}):
+                self._vectors.replace_documents(library, ids, chunks, vectors)
+                self._lexical.replace_documents(library, ids, chunks)
+                indexed_at = self._now().isoformat()
+                self._catalog.upsert(
+                    Document(**{**p.document.__dict__, "indexed_at": indexed_at}) for p in batch
+                )
+        except Exception as err:
+            log.exception("writing a batch of %d documents failed", len(batch))
+            for p in batch:
+                yield self._failed(summary, p.item.source, p.item.document_id, p.index, total, _reason(err))
+            return
+        for p in batch:
+            summary.indexed += 1
+            summary.chunks += len(p.chunks)
+            yield FileProgress(
+                p.item.source, FileStage.INDEXED, p.index, total, p.item.document_id, len(p.chunks)
+            )
+
+    @staticmethod
+    def _failed(
+        summary: IngestSummary, source: str, document_id: str, index: int, total: int, reason: str
+    ) -> FileProgress:
+        summary.failed += 1
+        summary.failures.append(f"{source}: {reason}")
+        return FileProgress(source, FileStage.FAILED, index, total, document_id, 0, reason)
 
     def list_documents(self, library: str) -> list[Document]:
         return self._catalog.list(library)
 
-    def get_document(self, document_id: str) -> Document:
-        doc = self._catalog.get(document_id)
+    def get_document(self, library: str, document_id: str) -> Document:
+        doc = self._catalog.get(library, document_id)
         if doc is None:
             raise DocumentNotFound(document_id)
         return doc
 
-    def delete_document(self, document_id: str) -> int:
-        self.get_document(document_id)
-        removed = self._vectors.delete_document(document_id)
-        self._lexical.delete_document(document_id)
-        self._catalog.delete(document_id)
+    def delete_document(self, library: str, document_id: str) -> int:
+        self.get_document(library, document_id)
+        removed = self._vectors.delete_document(library, document_id)
+        self._lexical.delete_document(library, document_id)
+        self._catalog.delete(library, document_id)
         return removed
+
+
+def _reason(err: Exception) -> str:
+    if isinstance(err, RagstackError):
+        return str(err)
+    log.error("ingest failed: %s: %s", type(err).__name__, err)  # a parser bug fails one file, not the batch
+    return f"{type(err).__name__}: {err}"

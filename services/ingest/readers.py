@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import PurePath
@@ -34,8 +35,11 @@ def _title_from_name(name: str) -> str:
     return PurePath(name).stem.replace("-", " ").replace("_", " ").strip() or name
 
 
-def parse(name: str, data: bytes) -> Parsed:
-    """Parses by extension. Raises UnsupportedFormat for anything else, or for empty content."""
+def parse(name: str, data: bytes, kind: str = "") -> Parsed:
+    """Parses by `kind` when given, else by extension. Raises UnsupportedFormat for anything else,
+    or for empty content."""
+    if kind == "beir":
+        return _corpus_line(data)
     suffix = PurePath(name).suffix.lower()
     if suffix not in SUPPORTED:
         raise UnsupportedFormat(
@@ -47,6 +51,19 @@ def parse(name: str, data: bytes) -> Parsed:
     if suffix in MARKDOWN:
         m = _H1.search(text)
         return Parsed(m.group(1) if m else _title_from_name(name), "text/markdown", text)
-    # Plain text and logs are read as they are: no line may turn into a heading by accident.
-    escaped = re.sub(r"^(\s*)(#|```|~~~)", r"\1\\\2", text, flags=re.MULTILINE)
-    return Parsed(_title_from_name(name), "text/plain", escaped)
+    return Parsed(_title_from_name(name), "text/plain", _as_text(text))
+
+
+def _as_text(text: str) -> str:
+    """Plain text as it is: no line may turn into a heading or a fence by accident."""
+    return re.sub(r"^(\s*)(#|```|~~~)", r"\1\\\2", text, flags=re.MULTILINE)
+
+
+def _corpus_line(data: bytes) -> Parsed:
+    """A BEIR corpus line: `{"_id", "title", "text"}`; the title becomes the heading."""
+    obj = json.loads(data)
+    text = str(obj.get("text") or "")
+    title = " ".join(str(obj.get("title") or "").split()) or str(obj["_id"])
+    if not text.strip() and not obj.get("title"):
+        raise UnsupportedFormat("empty corpus line")
+    return Parsed(title, "application/x-beir+json", f"# {title}\n\n{_as_text(text)}")

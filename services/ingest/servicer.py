@@ -10,7 +10,8 @@ import grpc
 from ragstack import convert
 from ragstack.domain import FileProgress, IngestSummary, library_name
 from ragstack.v1 import ingest_pb2, ingest_pb2_grpc
-from services.ingest.pipeline import IngestPipeline, collect_paths, upload_items
+from services.ingest.pipeline import IngestPipeline
+from services.ingest.sources import collect_paths, upload_items
 
 _END = object()
 
@@ -45,14 +46,22 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         self, request: ingest_pb2.GetDocumentRequest, context: grpc.aio.ServicerContext
     ) -> ingest_pb2.GetDocumentResponse:
         return ingest_pb2.GetDocumentResponse(
-            document=convert.document_to_pb(self._pipeline.get_document(request.document_id))
+            document=convert.document_to_pb(
+                self._pipeline.get_document(
+                    library_name(request.library, self._default_library), request.document_id
+                )
+            )
         )
 
     async def DeleteDocument(
         self, request: ingest_pb2.DeleteDocumentRequest, context: grpc.aio.ServicerContext
     ) -> ingest_pb2.DeleteDocumentResponse:
         async with self._write_lock:
-            removed = await asyncio.to_thread(self._pipeline.delete_document, request.document_id)
+            removed = await asyncio.to_thread(
+                self._pipeline.delete_document,
+                library_name(request.library, self._default_library),
+                request.document_id,
+            )
         return ingest_pb2.DeleteDocumentResponse(chunks_removed=removed)
 
 

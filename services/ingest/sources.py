@@ -1,0 +1,120 @@
+"""What to ingest: files found under paths, uploaded bytes, and the documents inside them.
+
+A file is one document, except a BEIR-style `*.jsonl` corpus, which is one document per line
+(`_id` kept as the document id).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path, PurePath
+
+from ragstack.errors import InvalidArgument
+
+BEIR = "beir"
+
+
+@dataclass(frozen=True)
+class SourceItem:
+    """One file: where it came from, its backend revision, its size and how to read it."""
+
+    source: str
+    revision: str
+    read: Callable[[], bytes]
+    size: int
+
+
+@dataclass(frozen=True)
+class DocItem:
+    """One document to ingest."""
+
+    source: str
+    document_id: str
+    revision: str
+    size: int
+    read: Callable[[], bytes]
+    kind: str = ""  # BEIR for a corpus line; "" lets the reader go by file extension
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """An item that failed before it became a document (unreadable corpus line, ...)."""
+
+    source: str
+    reason: str
+
+
+def document_id_for(library: str, source: str) -> str:
+    return hashlib.sha256(f"{library}\0{source}".encode()).hexdigest()[:20]
+
+
+def collect_paths(paths: Iterable[str]) -> list[SourceItem]:
+    """Files named or found under the folders named (hidden files and folders skipped)."""
+    items: list[SourceItem] = []
+    for raw in paths:
+        path = Path(raw).expanduser()
+        if not path.exists():
+            raise InvalidArgument(f"path does not exist: {raw}")
+        files = (
+            sorted(
+                p
+                for p in path.rglob("*")
+                if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
+            )
+            if path.is_dir()
+            else [path]
+        )
+        for f in files:
+            st = f.stat()
+            mtime = datetime.fromtimestamp(st.st_mtime, UTC).isoformat()
+            items.append(SourceItem(str(f.resolve()), mtime, f.read_bytes, st.st_size))
+    return items
+
+
+def upload_items(files: Iterable[tuple[str, bytes]]) -> list[SourceItem]:
+    return [SourceItem(name, "", functools.partial(bytes, content), len(content)) for name, content in files]
+
+
+def expand(items: Iterable[SourceItem], library: str) -> list[DocItem | Rejected]:
+    """The documents of the items, in order."""
+    out: list[DocItem | Rejected] = []
+    for item in items:
+        if PurePath(item.source).suffix.lower() == ".jsonl":
+            out.extend(_corpus_lines(item))
+        else:
+            out.append(
+                DocItem(
+                    item.source, document_id_for(library, item.source), item.revision, item.size, item.read
+                )
+            )
+    return out
+
+
+def _corpus_lines(item: SourceItem) -> list[DocItem | Rejected]:
+    out: list[DocItem | Rejected] = []
+    for number, line in enumerate(item.read().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            doc_id = str(json.loads(line)["_id"])
+        except (ValueError, KeyError, TypeError):
+            out.append(
+                Rejected(f"{item.source}:{number}", "not a corpus line: expected a JSON object with `_id`")
+            )
+            continue
+        out.append(
+            DocItem(
+                f"{item.source}#{doc_id}",
+                doc_id,
+                item.revision,
+                len(line),
+                functools.partial(bytes, line),
+                BEIR,
+            )
+        )
+    return out
