@@ -4,6 +4,7 @@ so `ragstack --help` stays instant."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import sys
@@ -123,6 +124,41 @@ def ask(ctx: click.Context, question: str, library: str, mode: str, top_k: int, 
 
     cfg = _config(ctx)
     _run(ask_and_print(cfg, question, library, mode, top_k, as_json))
+
+
+@cli.group(name="eval")
+def eval_group() -> None:
+    """Measure quality on benchmark data (BEIR layout)."""
+
+
+@eval_group.command(name="retrieval")
+@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--split", default="test", show_default=True, help="qrels/<split>.tsv to evaluate.")
+@click.option(
+    "--mode",
+    type=click.Choice(["lexical", "dense", "hybrid", "auto"]),
+    default="hybrid",
+    show_default=True,
+    help="Retrieval strategy (auto: the retrieve service's default).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object on stdout.")
+@click.pass_context
+def eval_retrieval(ctx: click.Context, folder: Path, split: str, mode: str, as_json: bool) -> None:
+    """nDCG@10, recall@10/100, MRR@10 and latency of FOLDER's judged queries.
+
+    The corpus is ingested into a library of its own (`beir-<folder>`); unchanged documents are
+    skipped, so a second run only queries.
+    """
+    from ragstack.cli.output import print_report, progress_reporter
+    from ragstack.evals.retrieval import evaluate
+
+    cfg = _config(ctx)
+    with progress_reporter() as progress:
+        report = _run(evaluate(cfg, folder, split, mode, progress))
+    if as_json:
+        click.echo(json.dumps(report))
+    else:
+        print_report(f"retrieval: {report['dataset']} ({split}), {mode}", report)
 
 
 def main() -> None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
+from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ragstack import domain as d
@@ -112,3 +115,34 @@ def _print_answer(console: Console, done: d.DoneEvent) -> None:
         f"trace {done.trace_id}",
         highlight=False,
     )
+
+
+@contextlib.contextmanager
+def progress_reporter() -> Iterator[Callable[[str, int, int], None]]:
+    """A callback (stage, done, total) that draws one bar per stage on stderr."""
+    console = Console(stderr=True)
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        tasks: dict[str, TaskID] = {}
+
+        def report(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done, total=total)
+
+        yield report
+
+
+def print_report(title: str, report: dict[str, Any]) -> None:
+    table = Table(title=title, title_justify="left", show_header=False)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, value in report.items():
+        table.add_row(key, f"{value:.4f}" if isinstance(value, float) and value < 1.5 else str(value))
+    Console().print(table)

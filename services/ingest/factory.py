@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from ragstack.resources import Resources
 from ragstack.service import ServiceSpec
 from ragstack.stores.catalog import Catalog
+from ragstack.stores.layout import check_layout
 from ragstack.stores.lexical import LexicalStore
 from ragstack.stores.vectors import VectorStore
 from services.ingest.pipeline import IngestPipeline
@@ -15,6 +16,7 @@ from services.ingest.servicer import IngestServicer, register
 
 def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
     cfg = res.cfg
+    check_layout(cfg.data_dir)
     embedder = res.embedder
     catalog = Catalog(cfg.data_dir / "catalog.sqlite")
     pipeline = IngestPipeline(

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 from ragstack.resources import Resources
 from ragstack.service import ServiceSpec
+from ragstack.stores.layout import check_layout
 from ragstack.stores.lexical import LexicalStore
 from ragstack.stores.vectors import VectorStore
 from services.retrieve.searcher import Searcher
@@ -14,6 +15,7 @@ from services.retrieve.servicer import RetrieveServicer, register
 
 def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
     cfg = res.cfg
+    check_layout(cfg.data_dir)
     embedder = res.embedder
     searcher = Searcher(
         embedder=embedder,

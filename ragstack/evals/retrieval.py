@@ -1,0 +1,73 @@
+"""`ragstack eval retrieval`: ingest a BEIR corpus into its own library (unchanged documents are
+skipped), run every judged query through the retrieve service over gRPC, report the metrics."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ragstack import domain as d
+from ragstack.cli.session import connect
+from ragstack.config import Config
+from ragstack.evals import beir
+from ragstack.evals.metrics import mrr_at_k, ndcg_at_k, percentile, recall_at_k, unique_in_order
+from ragstack.rpc.clients import IngestClient, RetrieveClient
+
+MODES = ("lexical", "dense", "hybrid", "auto")
+
+
+async def evaluate(
+    cfg: Config,
+    folder: Path,
+    split: str,
+    mode: str,
+    on_progress: Callable[[str, int, int], None] = lambda stage, done, total: None,
+) -> dict[str, Any]:
+    data = beir.load(folder, split)
+    depth = min(100, cfg.retrieve.max_top_k)
+    async with connect(cfg, needed=("ingest", "retrieve"), start=("retrieve", "ingest")) as session:
+        ingest = IngestClient(session.channels["ingest"], cfg.deadlines.ingest_s)
+        summary = d.IngestSummary()
+        async for event in ingest.ingest(paths=[str(data.corpus)], library=data.library):
+            if isinstance(event, d.IngestSummary):
+                summary = event
+            elif event.stage in (d.FileStage.INDEXED, d.FileStage.UNCHANGED, d.FileStage.FAILED):
+                on_progress("ingest", event.index, event.total)
+        retrieve = RetrieveClient(session.channels["retrieve"], cfg.deadlines.retrieve_s)
+        per_query: dict[str, dict[str, float]] = {}
+        latencies: list[float] = []
+        for n, (qid, text) in enumerate(data.queries.items(), start=1):
+            start = time.perf_counter()
+            hits, _ = await retrieve.search(text, data.library, depth, d.SearchMode(mode))
+            latencies.append((time.perf_counter() - start) * 1000)
+            ranked = unique_in_order([h.chunk.document_id for h in hits])
+            judged = data.qrels[qid]
+            per_query[qid] = {
+                "ndcg@10": ndcg_at_k(ranked, judged, 10),
+                "recall@10": recall_at_k(ranked, judged, 10),
+                "recall@100": recall_at_k(ranked, judged, 100),
+                "mrr@10": mrr_at_k(ranked, judged, 10),
+            }
+            on_progress("queries", n, len(data.queries))
+    count = len(per_query)
+    means = {
+        m: round(sum(q[m] for q in per_query.values()) / count, 4) for m in next(iter(per_query.values()))
+    }
+    return {
+        "dataset": data.name,
+        "split": split,
+        "mode": mode,
+        "library": data.library,
+        "queries": count,
+        "documents_indexed": summary.indexed,
+        "documents_unchanged": summary.unchanged,
+        "documents_failed": summary.failed,
+        "ingest_seconds": round(summary.seconds, 1),
+        **means,
+        "latency_ms_p50": round(percentile(latencies, 50), 1),
+        "latency_ms_p95": round(percentile(latencies, 95), 1),
+        "search_depth": depth,
+        "embedded": session.embedded,
+    }
