@@ -73,7 +73,16 @@ class RetrieveConfig(_Strict):
     top_k: int = Field(5, ge=1, description="Hits returned when a request leaves top_k at 0.")
     max_top_k: int = Field(100, ge=1, description="Largest top_k a request may ask for.")
     candidates: int = Field(50, ge=1, description="Hits each signal contributes before fusion.")
+    fusion: Literal["rrf", "score"] = Field(
+        "score", description="Hybrid fusion: min-max normalised scores (score) or reciprocal rank (rrf)."
+    )
     rrf_k: int = Field(60, ge=1, description="Reciprocal rank fusion constant.")
+    dense_weight: float = Field(
+        0.5, ge=0, le=1, description="Score fusion: weight of dense; lexical gets the rest."
+    )
+    heading_boost: float = Field(
+        0.5, ge=0, le=10, description="Lexical: weight of heading-path (and title) matches; text is 1."
+    )
     max_score_texts: int = Field(512, ge=1, description="Most texts one Score request may carry.")
 
 

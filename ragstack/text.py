@@ -51,9 +51,23 @@ def words(text: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(text)]
 
 
+_SUFFIXES = ("ically", "ation", "ings", "ing", "ally", "ies", "ied", "ed", "es", "ly", "al", "s")
+
+
+def stem(word: str) -> str:
+    """A light suffix stripper, so `typically` meets `typical` and `values` meets `value`.
+    Short words and words with digits are left alone."""
+    if len(word) <= 4 or any(ch.isdigit() for ch in word):
+        return word
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
+            return word[: -len(suffix)]
+    return word
+
+
 def content_words(text: str) -> set[str]:
-    """Lower-cased words minus stopwords."""
-    return {w for w in words(text) if w not in STOPWORDS}
+    """Stemmed lower-cased words minus stopwords."""
+    return {stem(w) for w in words(text) if w not in STOPWORDS}
 
 
 def numbers(text: str) -> set[str]:

@@ -161,6 +161,81 @@ def eval_retrieval(ctx: click.Context, folder: Path, split: str, mode: str, as_j
         print_report(f"retrieval: {report['dataset']} ({split}), {mode}", report)
 
 
+@cli.group(name="bench")
+def bench_group() -> None:
+    """Measure speed on benchmark data."""
+
+
+@bench_group.command(name="query")
+@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--split", default="test", show_default=True, help="qrels/<split>.tsv whose queries to run.")
+@click.option("--modes", default="lexical,dense,hybrid", show_default=True, help="Comma-separated modes.")
+@click.option("--concurrency", default="1,8", show_default=True, help="Comma-separated concurrent clients.")
+@click.option("--queries", "limit", default=200, show_default=True, help="Queries per run.")
+@click.option("--top-k", default=10, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object on stdout.")
+@click.pass_context
+def bench_query_cmd(
+    ctx: click.Context,
+    folder: Path,
+    split: str,
+    modes: str,
+    concurrency: str,
+    limit: int,
+    top_k: int,
+    as_json: bool,
+) -> None:
+    """Search latency p50/p95 and QPS per mode through gRPC, over FOLDER's corpus (BEIR layout)."""
+    from ragstack.bench.query import bench_query
+    from ragstack.cli.output import print_rows, progress_reporter
+
+    cfg = _config(ctx)
+    with progress_reporter() as progress:
+        report = _run(
+            bench_query(
+                cfg,
+                folder,
+                split,
+                modes.split(","),
+                [int(c) for c in concurrency.split(",")],
+                limit,
+                top_k,
+                progress,
+            )
+        )
+    if as_json:
+        click.echo(json.dumps(report))
+    else:
+        click.echo(
+            f"{report['dataset']}: {report['documents']} documents, {report['queries']} queries, "
+            f"top_k {report['top_k']}"
+        )
+        print_rows(report["results"])
+
+
+@bench_group.command(name="embed")
+@click.option(
+    "--corpus",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="A BEIR corpus.jsonl to take texts from (default: the bundled sample corpus).",
+)
+@click.option("--queries", "n_queries", default=200, show_default=True, help="Single-text calls timed.")
+@click.option("--texts", "n_texts", default=512, show_default=True, help="Texts embedded in batches.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object on stdout.")
+@click.pass_context
+def bench_embed_cmd(
+    ctx: click.Context, corpus: Path | None, n_queries: int, n_texts: int, as_json: bool
+) -> None:
+    """ONNX Runtime embedder: single-query latency and batch throughput (and PyTorch's, when installed)."""
+    from ragstack.bench.embed import bench_embed, sample_texts
+
+    cfg = _config(ctx)
+    queries, texts = sample_texts(corpus, n_queries, n_texts)
+    report = bench_embed(cfg, queries, texts)
+    click.echo(json.dumps(report, indent=None if as_json else 2))
+
+
 def main() -> None:
     cli(prog_name="ragstack")
 

@@ -146,3 +146,14 @@ def print_report(title: str, report: dict[str, Any]) -> None:
     for key, value in report.items():
         table.add_row(key, f"{value:.4f}" if isinstance(value, float) and value < 1.5 else str(value))
     Console().print(table)
+
+
+def print_rows(rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        return
+    table = Table()
+    for key in rows[0]:
+        table.add_column(key, justify="right")
+    for row in rows:
+        table.add_row(*(str(v) for v in row.values()))
+    Console().print(table)

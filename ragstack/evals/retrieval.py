@@ -18,6 +18,20 @@ from ragstack.rpc.clients import IngestClient, RetrieveClient
 MODES = ("lexical", "dense", "hybrid", "auto")
 
 
+async def ingest_corpus(
+    cfg: Config, channel: Any, data: beir.BeirSet, on_progress: Callable[[str, int, int], None]
+) -> d.IngestSummary:
+    """Brings the corpus's library up to date (unchanged documents are skipped)."""
+    ingest = IngestClient(channel, cfg.deadlines.ingest_s)
+    summary = d.IngestSummary()
+    async for event in ingest.ingest(paths=[str(data.corpus)], library=data.library):
+        if isinstance(event, d.IngestSummary):
+            summary = event
+        elif event.stage in (d.FileStage.INDEXED, d.FileStage.UNCHANGED, d.FileStage.FAILED):
+            on_progress("ingest", event.index, event.total)
+    return summary
+
+
 async def evaluate(
     cfg: Config,
     folder: Path,
@@ -28,13 +42,7 @@ async def evaluate(
     data = beir.load(folder, split)
     depth = min(100, cfg.retrieve.max_top_k)
     async with connect(cfg, needed=("ingest", "retrieve"), start=("retrieve", "ingest")) as session:
-        ingest = IngestClient(session.channels["ingest"], cfg.deadlines.ingest_s)
-        summary = d.IngestSummary()
-        async for event in ingest.ingest(paths=[str(data.corpus)], library=data.library):
-            if isinstance(event, d.IngestSummary):
-                summary = event
-            elif event.stage in (d.FileStage.INDEXED, d.FileStage.UNCHANGED, d.FileStage.FAILED):
-                on_progress("ingest", event.index, event.total)
+        summary = await ingest_corpus(cfg, session.channels["ingest"], data, on_progress)
         retrieve = RetrieveClient(session.channels["retrieve"], cfg.deadlines.retrieve_s)
         per_query: dict[str, dict[str, float]] = {}
         latencies: list[float] = []

@@ -29,6 +29,7 @@ _CLOSING_TAG = re.compile(r"</\s*documents?\s*>", re.IGNORECASE)
 _INLINE_MARKUP = re.compile(r"\*\*|__|`")
 
 MIN_STRIP_WORDS = 5
+KEEP_RELATIVE = 0.8  # a strip is kept when it scores at least this share of the best one
 MIN_SEMANTIC = 0.45  # a strip sharing no word with the question must at least be this close in meaning
 
 ABSTAIN_NOTICE = (
@@ -81,7 +82,9 @@ def strips(evidence: Sequence[NumberedEvidence]) -> list[Strip]:
         Strip(e.ref, rank, pos, sentence, " ".join(e.hit.chunk.heading_path))
         for rank, e in enumerate(evidence)
         for pos, sentence in enumerate(split_sentences(_prose(e.hit.chunk.text)))
-        if len(sentence.split()) >= MIN_STRIP_WORDS and not sentence[0].islower()
+        if len(sentence.split()) >= MIN_STRIP_WORDS
+        and not sentence[0].islower()
+        and not sentence.endswith(":")
     ]
 
 
@@ -104,7 +107,9 @@ def extractive_answer(
         heading = len(q & content_words(strip.heading) - words) / len(q) if q else 0.0
         score = 0.6 * sim + 0.4 * overlap + 0.1 * heading - 0.01 * strip.rank
         scored.append((score, strip))
-    best = sorted(scored, key=lambda x: (-x[0], x[1].rank, x[1].position))[:max_sentences]
+    ranked = sorted(scored, key=lambda x: (-x[0], x[1].rank, x[1].position))
+    # Sentences far below the best one would pad the answer, not answer the question.
+    best = [x for x in ranked[:max_sentences] if x[0] >= KEEP_RELATIVE * ranked[0][0]] if ranked else []
     best.sort(key=lambda x: (x[1].rank, x[1].position))
     seen: set[str] = set()
     out = []

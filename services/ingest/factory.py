@@ -19,10 +19,11 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
     check_layout(cfg.data_dir)
     embedder = res.embedder
     catalog = Catalog(cfg.data_dir / "catalog.sqlite")
+    lexical = LexicalStore(cfg.data_dir / "tantivy" / "chunks", writer=True)
     pipeline = IngestPipeline(
         catalog=catalog,
         vectors=VectorStore(cfg.data_dir / "lancedb", embedder.dimension, writer=True),
-        lexical=LexicalStore(cfg.data_dir / "tantivy" / "chunks", writer=True),
+        lexical=lexical,
         embedder=embedder,
         chunk_tokens=cfg.ingest.chunk_tokens,
         overlap_sentences=cfg.ingest.overlap_sentences,
@@ -31,6 +32,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
     )
 
     async def close() -> None:
+        lexical.close()
         catalog.close()
 
     return ServiceSpec(

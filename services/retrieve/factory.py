@@ -20,11 +20,13 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
     searcher = Searcher(
         embedder=embedder,
         dense=VectorStore(cfg.data_dir / "lancedb", embedder.dimension),
-        lexical=LexicalStore(cfg.data_dir / "tantivy" / "chunks"),
+        lexical=LexicalStore(cfg.data_dir / "tantivy" / "chunks", heading_boost=cfg.retrieve.heading_boost),
         default_top_k=cfg.retrieve.top_k,
         max_top_k=cfg.retrieve.max_top_k,
         candidates=cfg.retrieve.candidates,
         rrf_k=cfg.retrieve.rrf_k,
         max_score_texts=cfg.retrieve.max_score_texts,
+        fusion=cfg.retrieve.fusion,
+        dense_weight=cfg.retrieve.dense_weight,
     )
     return ServiceSpec(name="retrieve", register=register(RetrieveServicer(searcher, cfg.library)))

@@ -1,4 +1,4 @@
-"""Reciprocal rank fusion of ranked lists (Cormack, Clarke and Büttcher, 2009)."""
+"""Fusion of ranked lists: reciprocal rank (Cormack, Clarke and Büttcher, 2009) or normalised scores."""
 
 from __future__ import annotations
 
@@ -26,10 +26,40 @@ def reciprocal_rank_fusion(
             seen[chunk.chunk_id] = (score, rank)
             chunks.setdefault(chunk.chunk_id, chunk)
             fused[chunk.chunk_id] = fused.get(chunk.chunk_id, 0.0) + 1.0 / (k + rank)
-    order = sorted(fused, key=lambda cid: (-fused[cid], cid))
+    return _hits(ranked, chunks, per_signal, fused)
+
+
+def _hits(
+    ranked: Mapping[str, object],
+    chunks: dict[str, Chunk],
+    per_signal: dict[str, dict[str, tuple[float, int]]],
+    fused: dict[str, float],
+) -> list[SearchHit]:
     out = []
-    for cid in order:
+    for cid in sorted(fused, key=lambda cid: (-fused[cid], cid)):
         signals = [SignalScore(signal, *per_signal[signal].get(cid, (0.0, 0))) for signal in ranked]
         signals.append(SignalScore("fusion", fused[cid], 0))
         out.append(SearchHit(chunk=chunks[cid], score=fused[cid], signals=tuple(signals)))
     return out
+
+
+def normalized_score_fusion(
+    ranked: Mapping[str, Sequence[tuple[Chunk, float]]], weights: Mapping[str, float]
+) -> list[SearchHit]:
+    """Min-max normalises each signal's scores over its own list, then sums them with `weights`;
+    a signal that missed a chunk contributes 0. Ties are broken by chunk id."""
+    chunks: dict[str, Chunk] = {}
+    per_signal: dict[str, dict[str, tuple[float, int]]] = {}
+    fused: dict[str, float] = {}
+    for signal, hits in ranked.items():
+        seen = per_signal.setdefault(signal, {})
+        scores = [s for _, s in hits]
+        lo, hi = (min(scores), max(scores)) if scores else (0.0, 0.0)
+        for rank, (chunk, score) in enumerate(hits, start=1):
+            if chunk.chunk_id in seen:
+                continue
+            seen[chunk.chunk_id] = (score, rank)
+            chunks.setdefault(chunk.chunk_id, chunk)
+            norm = (score - lo) / (hi - lo) if hi > lo else 1.0
+            fused[chunk.chunk_id] = fused.get(chunk.chunk_id, 0.0) + weights.get(signal, 1.0) * norm
+    return _hits(ranked, chunks, per_signal, fused)

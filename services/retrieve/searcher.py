@@ -11,7 +11,7 @@ from opentelemetry import trace
 
 from ragstack.domain import Chunk, SearchHit, SearchMode, SignalScore
 from ragstack.errors import InvalidArgument
-from services.retrieve.fusion import reciprocal_rank_fusion
+from services.retrieve.fusion import normalized_score_fusion, reciprocal_rank_fusion
 
 tracer = trace.get_tracer("ragstack.retrieve")
 
@@ -41,6 +41,8 @@ class Searcher:
         candidates: int,
         rrf_k: int,
         max_score_texts: int = 512,
+        fusion: str = "score",
+        dense_weight: float = 0.5,
     ) -> None:
         self._embedder = embedder
         self._dense = dense
@@ -50,6 +52,8 @@ class Searcher:
         self._candidates = candidates
         self._rrf_k = rrf_k
         self._max_score_texts = max_score_texts
+        self._fusion = fusion
+        self._weights = {"dense": dense_weight, "lexical": 1.0 - dense_weight}
 
     async def search(
         self, query: str, library: str, top_k: int, mode: SearchMode
@@ -69,8 +73,12 @@ class Searcher:
         lexical, dense = await asyncio.gather(
             self._lexical_hits(query, library, n), self._dense_hits(query, library, n)
         )
-        with tracer.start_as_current_span("retrieve.fuse"):
-            fused = reciprocal_rank_fusion({"lexical": lexical, "dense": dense}, self._rrf_k)
+        lists = {"lexical": lexical, "dense": dense}
+        with tracer.start_as_current_span("retrieve.fuse", attributes={"fusion": self._fusion}):
+            if self._fusion == "score":
+                fused = normalized_score_fusion(lists, self._weights)
+            else:
+                fused = reciprocal_rank_fusion(lists, self._rrf_k)
         return fused[:k], mode
 
     async def score(self, query: str, texts: Sequence[str]) -> tuple[list[float], str]:

@@ -1,0 +1,1 @@
+"""The project's own benchmark commands (`ragstack bench ...`)."""

