@@ -54,6 +54,8 @@ class Embedder:
         if threads:
             opts.intra_op_num_threads = threads
         opts.log_severity_level = 3
+        # No spin-waiting: on small machines the idle spinning threads starve the gRPC and event-loop threads.
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.providers = pick_providers(provider, ort.get_available_providers())
         self._session = ort.InferenceSession(str(model), sess_options=opts, providers=self.providers)
         self._inputs = {i.name for i in self._session.get_inputs()}

@@ -36,20 +36,32 @@ def _measure(
     }
 
 
-def sample_texts(corpus: Path | None, n_queries: int, n_texts: int) -> tuple[list[str], list[str]]:
-    """Short query-like texts (titles or first sentences) and passage texts, deterministic."""
-    if corpus is not None:
-        rows = [json.loads(line) for line in corpus.read_text(encoding="utf-8").splitlines() if line.strip()]
-        passages = [f"{r.get('title', '')}\n{r.get('text', '')}".strip() for r in rows]
+def _jsonl(path: Path, key: str) -> list[str]:
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [
+        str(r[key]) if key != "passage" else f"{r.get('title', '')}\n{r.get('text', '')}".strip()
+        for r in rows
+    ]
+
+
+def sample_texts(folder: Path | None, n_queries: int, n_texts: int) -> tuple[list[str], list[str]]:
+    """Queries and passages, in file order: a BEIR folder's queries.jsonl and corpus.jsonl, or the
+    bundled sample corpus's paragraphs (their first sentences as queries)."""
+    if folder is not None:
+        queries, passages = (
+            _jsonl(folder / "queries.jsonl", "text"),
+            _jsonl(folder / "corpus.jsonl", "passage"),
+        )
     else:
         root = Path(__file__).resolve().parents[2] / "samples" / "corpus"
         passages = [p for f in sorted(root.glob("*.md")) for p in f.read_text().split("\n\n") if len(p) > 80]
-    if not passages:
+        queries = [s[0] for p in passages if (s := split_sentences(p))]
+    if not passages or not queries:
         raise InvalidArgument("no texts to embed")
-    firsts = [split_sentences(p)[0] for p in passages if split_sentences(p)]
-    queries = [firsts[i % len(firsts)] for i in range(n_queries)]
-    texts = [passages[i % len(passages)] for i in range(n_texts)]
-    return queries, texts
+    return (
+        [queries[i % len(queries)] for i in range(n_queries)],
+        [passages[i % len(passages)] for i in range(n_texts)],
+    )
 
 
 def bench_embed(cfg: Config, queries: Sequence[str], texts: Sequence[str]) -> dict[str, Any]:

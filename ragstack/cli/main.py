@@ -214,24 +214,20 @@ def bench_query_cmd(
 
 
 @bench_group.command(name="embed")
-@click.option(
-    "--corpus",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    default=None,
-    help="A BEIR corpus.jsonl to take texts from (default: the bundled sample corpus).",
-)
+@click.argument("folder", required=False, type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--queries", "n_queries", default=200, show_default=True, help="Single-text calls timed.")
 @click.option("--texts", "n_texts", default=512, show_default=True, help="Texts embedded in batches.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object on stdout.")
 @click.pass_context
 def bench_embed_cmd(
-    ctx: click.Context, corpus: Path | None, n_queries: int, n_texts: int, as_json: bool
+    ctx: click.Context, folder: Path | None, n_queries: int, n_texts: int, as_json: bool
 ) -> None:
-    """ONNX Runtime embedder: single-query latency and batch throughput (and PyTorch's, when installed)."""
+    """ONNX Runtime embedder: single-query latency and batch throughput (and PyTorch's, when installed),
+    on FOLDER's queries and corpus (BEIR layout; default: the bundled sample corpus)."""
     from ragstack.bench.embed import bench_embed, sample_texts
 
     cfg = _config(ctx)
-    queries, texts = sample_texts(corpus, n_queries, n_texts)
+    queries, texts = sample_texts(folder, n_queries, n_texts)
     report = bench_embed(cfg, queries, texts)
     click.echo(json.dumps(report, indent=None if as_json else 2))
 

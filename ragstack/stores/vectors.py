@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -51,8 +53,44 @@ def row_to_chunk(row: dict[str, Any]) -> Chunk:
     )
 
 
+@dataclass(frozen=True)
+class _Snapshot:
+    """One library's vectors and rows at one table version, for exact search in memory."""
+
+    version: int
+    matrix: np.ndarray
+    rows: pa.Table
+
+    @classmethod
+    def from_arrow(cls, version: int, data: pa.Table, dimension: int) -> _Snapshot:
+        vectors = data.column("vector").combine_chunks()
+        matrix = vectors.flatten().to_numpy(zero_copy_only=False).reshape(-1, dimension).astype(np.float32)
+        return cls(version, matrix, data.drop_columns(["vector"]))
+
+    def search(self, vector: np.ndarray, k: int) -> list[tuple[Chunk, float]]:
+        if not len(self.matrix):
+            return []
+        scores = self.matrix @ vector
+        k = min(k, len(scores))
+        top = np.argpartition(-scores, k - 1)[:k]
+        top = top[np.lexsort((top, -scores[top]))]
+        rows = self.rows.take(pa.array(top)).to_pylist()
+        return [(row_to_chunk(r), float(scores[i])) for r, i in zip(rows, top, strict=True)]
+
+
 class VectorStore:
-    def __init__(self, path: Path, dimension: int, writer: bool = False) -> None:
+    def __init__(
+        self,
+        path: Path,
+        dimension: int,
+        writer: bool = False,
+        memory_rows: int = 200_000,
+        nprobes: int = 20,
+        refine_factor: int = 10,
+    ) -> None:
+        """`memory_rows`: a library up to this many chunks is searched exactly from memory (loaded
+        again whenever the table's version changes); larger ones are searched by LanceDB, through
+        its ANN index with `nprobes` and `refine_factor` when one was built."""
         import lancedb
 
         path.mkdir(parents=True, exist_ok=True)
@@ -61,6 +99,11 @@ class VectorStore:
             str(path), read_consistency_interval=None if writer else timedelta(seconds=0)
         )
         self.dimension = dimension
+        self._memory_rows = memory_rows
+        self._nprobes = nprobes
+        self._refine = refine_factor
+        self._cache: dict[str, _Snapshot] = {}
+        self._lock = threading.Lock()
         self._table: Any = None
         if TABLE in self._db.list_tables().tables:
             self._table = self._db.open_table(TABLE)
@@ -109,7 +152,25 @@ class VectorStore:
         return n
 
     def search(self, vector: np.ndarray, library: str, k: int) -> list[tuple[Chunk, float]]:
-        """Nearest chunks by cosine similarity, best first (exact search)."""
+        """Nearest chunks by cosine similarity, best first."""
+        table = self._open()
+        if table is None:
+            return []
+        snapshot = self._snapshot(table, library)
+        if snapshot is not None:
+            return snapshot.search(vector.astype(np.float32), k)
+        query = (
+            table.search(vector.astype(np.float32), vector_column_name="vector")
+            .distance_type("cosine")
+            .where(f"library = {sql_str(library)}", prefilter=True)
+            .limit(k)
+        )
+        if self.has_ann_index():
+            query = query.nprobes(self._nprobes).refine_factor(self._refine)
+        return [(row_to_chunk(r), 1.0 - float(r["_distance"])) for r in query.to_list()]
+
+    def exact_search(self, vector: np.ndarray, library: str, k: int) -> list[tuple[Chunk, float]]:
+        """Brute-force search in LanceDB, bypassing any index (the reference ANN recall is measured on)."""
         table = self._open()
         if table is None:
             return []
@@ -117,10 +178,47 @@ class VectorStore:
             table.search(vector.astype(np.float32), vector_column_name="vector")
             .distance_type("cosine")
             .where(f"library = {sql_str(library)}", prefilter=True)
+            .bypass_vector_index()
             .limit(k)
             .to_list()
         )
         return [(row_to_chunk(r), 1.0 - float(r["_distance"])) for r in result]
+
+    def has_ann_index(self) -> bool:
+        table = self._open()
+        return table is not None and any(i.columns == ["vector"] for i in table.list_indices())
+
+    def build_ann_index(self, min_rows: int) -> bool:
+        """IVF_PQ over the vectors once the table has `min_rows` rows (ingest calls it after a run).
+        Returns whether an index exists afterwards."""
+        table = self._open()
+        if table is None or self.has_ann_index():
+            return self.has_ann_index()
+        rows = int(table.count_rows())
+        if rows < min_rows:
+            return False
+        table.create_index(
+            metric="cosine",
+            vector_column_name="vector",
+            index_type="IVF_PQ",
+            num_partitions=max(1, int(rows**0.5)),
+            num_sub_vectors=self.dimension // 8,
+        )
+        return True
+
+    def _snapshot(self, table: Any, library: str) -> _Snapshot | None:
+        version = table.version
+        with self._lock:
+            cached = self._cache.get(library)
+            if cached is not None and cached.version == version:
+                return cached
+            if int(table.count_rows(f"library = {sql_str(library)}")) > self._memory_rows:
+                self._cache.pop(library, None)
+                return None
+            data = table.search().where(f"library = {sql_str(library)}").limit(None).to_arrow()
+            snapshot = _Snapshot.from_arrow(version, data, self.dimension)
+            self._cache[library] = snapshot
+            return snapshot
 
     def count(self, library: str | None = None) -> int:
         table = self._open()
