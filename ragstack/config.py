@@ -80,6 +80,14 @@ class RetrieveConfig(_Strict):
     dense_weight: float = Field(
         0.5, ge=0, le=1, description="Score fusion: weight of dense; lexical gets the rest."
     )
+    memory_rows: int = Field(
+        200_000, ge=0, description="Dense: libraries up to this many chunks are searched exactly in memory."
+    )
+    ann_min_rows: int = Field(
+        200_000, ge=256, description="Dense: ingest builds an IVF_PQ index once the table has this many rows."
+    )
+    ann_nprobes: int = Field(20, ge=1, description="Dense ANN: partitions probed per query.")
+    ann_refine_factor: int = Field(10, ge=1, description="Dense ANN: candidates re-ranked exactly, times k.")
     heading_boost: float = Field(
         0.5, ge=0, le=10, description="Lexical: weight of heading-path (and title) matches; text is 1."
     )

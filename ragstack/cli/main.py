@@ -232,6 +232,18 @@ def bench_embed_cmd(
     click.echo(json.dumps(report, indent=None if as_json else 2))
 
 
+@bench_group.command(name="ann")
+@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--split", default="test", show_default=True)
+@click.option("--queries", "limit", default=300, show_default=True)
+@click.pass_context
+def bench_ann_cmd(ctx: click.Context, folder: Path, split: str, limit: int) -> None:
+    """Recall@10 of the ANN index (IVF_PQ + refinement) against exact search on FOLDER's vectors."""
+    from ragstack.bench.ann import bench_ann
+
+    click.echo(json.dumps(bench_ann(_config(ctx), folder, split, limit)))
+
+
 def main() -> None:
     cli(prog_name="ragstack")
 

@@ -197,12 +197,15 @@ class VectorStore:
         rows = int(table.count_rows())
         if rows < min_rows:
             return False
+        from lancedb.index import IvfPq
+
         table.create_index(
-            metric="cosine",
-            vector_column_name="vector",
-            index_type="IVF_PQ",
-            num_partitions=max(1, int(rows**0.5)),
-            num_sub_vectors=self.dimension // 8,
+            "vector",
+            config=IvfPq(
+                distance_type="cosine",
+                num_partitions=max(1, int(rows**0.5)),
+                num_sub_vectors=max(1, self.dimension // 8),
+            ),
         )
         return True
 

@@ -29,6 +29,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         overlap_sentences=cfg.ingest.overlap_sentences,
         max_file_bytes=int(cfg.ingest.max_file_mb * 1024 * 1024),
         batch_chunks=cfg.ingest.batch_chunks,
+        ann_min_rows=cfg.retrieve.ann_min_rows,
     )
 
     async def close() -> None:

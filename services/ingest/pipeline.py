@@ -40,6 +40,7 @@ class VectorWriter(Protocol):
         self, library: str, document_ids: Sequence[str], chunks: Sequence[Chunk], vectors: np.ndarray
     ) -> None: ...
     def delete_document(self, library: str, document_id: str) -> int: ...
+    def build_ann_index(self, min_rows: int) -> bool: ...
 
 
 class LexicalWriter(Protocol):
@@ -73,6 +74,7 @@ class IngestPipeline:
         overlap_sentences: int,
         max_file_bytes: int,
         batch_chunks: int = 256,
+        ann_min_rows: int = 200_000,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -84,6 +86,7 @@ class IngestPipeline:
         self._overlap = overlap_sentences
         self._max_bytes = max_file_bytes
         self._batch_chunks = batch_chunks
+        self._ann_min_rows = ann_min_rows
         self._now = now
         self._clock = clock
 
@@ -118,6 +121,12 @@ class IngestPipeline:
                 yield from self._flush(pending, library, summary, len(docs))
                 pending = []
         yield from self._flush(pending, library, summary, len(docs))
+        if summary.indexed:
+            try:
+                with tracer.start_as_current_span("ingest.ann_index"):
+                    self._vectors.build_ann_index(self._ann_min_rows)
+            except Exception:  # exact search still works; the next run tries again
+                log.exception("building the ANN index failed")
         summary.seconds = self._clock() - start
         yield summary
 

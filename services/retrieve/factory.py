@@ -19,7 +19,13 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
     embedder = res.embedder
     searcher = Searcher(
         embedder=embedder,
-        dense=VectorStore(cfg.data_dir / "lancedb", embedder.dimension),
+        dense=VectorStore(
+            cfg.data_dir / "lancedb",
+            embedder.dimension,
+            memory_rows=cfg.retrieve.memory_rows,
+            nprobes=cfg.retrieve.ann_nprobes,
+            refine_factor=cfg.retrieve.ann_refine_factor,
+        ),
         lexical=LexicalStore(cfg.data_dir / "tantivy" / "chunks", heading_boost=cfg.retrieve.heading_boost),
         default_top_k=cfg.retrieve.top_k,
         max_top_k=cfg.retrieve.max_top_k,

@@ -1,0 +1,63 @@
+"""The dense store on real LanceDB: in-memory exact search, refresh on writes, the ANN path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ragstack.domain import Chunk
+from ragstack.stores.vectors import VectorStore
+
+DIM = 32
+
+
+def clustered(n: int, seed: int = 7) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(40, DIM))
+    points = centers[rng.integers(0, 40, n)] + 0.3 * rng.normal(size=(n, DIM))
+    return (points / np.linalg.norm(points, axis=1, keepdims=True)).astype(np.float32)
+
+
+def chunks(n: int, library: str = "lib", doc: str = "d") -> list[Chunk]:
+    return [Chunk(f"{doc}:{i}", doc, library, f"text {i}", ("T",), (), i, "T", "s") for i in range(n)]
+
+
+def test_memory_search_matches_lancedb_and_sees_new_writes(tmp_path: Path) -> None:
+    writer = VectorStore(tmp_path, DIM, writer=True)
+    reader = VectorStore(tmp_path, DIM)
+    vecs = clustered(300)
+    writer.replace_documents("lib", ["d"], chunks(300), vecs)
+    writer.replace_documents("other", ["d"], chunks(5, "other"), vecs[:5])
+    for q in vecs[:20]:
+        memory = [(c.chunk_id, round(s, 4)) for c, s in reader.search(q, "lib", 10)]
+        exact = [(c.chunk_id, round(s, 4)) for c, s in reader.exact_search(q, "lib", 10)]
+        assert [m[0] for m in memory] == [e[0] for e in exact]
+        assert np.allclose([m[1] for m in memory], [e[1] for e in exact], atol=1e-3)
+    assert {c.library for c, _ in reader.search(vecs[0], "other", 10)} == {"other"}
+    # A write is seen by the next search (the snapshot follows the table version).
+    new = chunks(1, doc="fresh")
+    writer.replace_documents("lib", ["fresh"], new, -vecs[:1])
+    assert reader.search(-vecs[0], "lib", 1)[0][0].chunk_id == "fresh:0"
+    writer.delete_document("lib", "fresh")
+    assert reader.search(-vecs[0], "lib", 1)[0][0].chunk_id != "fresh:0"
+
+
+def test_ann_index_recall_against_exact(tmp_path: Path) -> None:
+    store = VectorStore(tmp_path, DIM, writer=True, memory_rows=0, nprobes=10, refine_factor=10)
+    vecs = clustered(3000)
+    store.replace_documents("lib", ["d"], chunks(3000), vecs)
+    assert not store.build_ann_index(min_rows=5000) and not store.has_ann_index()
+    assert store.build_ann_index(min_rows=1000) and store.has_ann_index()
+    queries = clustered(50, seed=11)
+    recall = np.mean(
+        [
+            len(
+                {c.chunk_id for c, _ in store.search(q, "lib", 10)}
+                & {c.chunk_id for c, _ in store.exact_search(q, "lib", 10)}
+            )
+            / 10
+            for q in queries
+        ]
+    )
+    assert recall >= 0.95
