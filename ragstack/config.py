@@ -80,6 +80,8 @@ class RetrieveConfig(_Strict):
     dense_weight: float = Field(
         0.5, ge=0, le=1, description="Score fusion: weight of dense; lexical gets the rest."
     )
+    max_per_document: int = Field(3, ge=0, description="Hits kept per document (0: no cap).")
+    max_context_chars: int = Field(6000, ge=100, description="Context expansion: longest context per hit.")
     memory_rows: int = Field(
         200_000, ge=0, description="Dense: libraries up to this many chunks are searched exactly in memory."
     )

@@ -78,6 +78,7 @@ def chunk_to_pb(chunk: d.Chunk) -> common_pb2.Chunk:
         position=chunk.position,
         title=chunk.title,
         source=chunk.source,
+        media_type=chunk.media_type,
     )
 
 
@@ -92,6 +93,7 @@ def chunk_from_pb(pb: common_pb2.Chunk) -> d.Chunk:
         position=pb.position,
         title=pb.title,
         source=pb.source,
+        media_type=pb.media_type,
     )
 
 
@@ -100,6 +102,7 @@ def hit_to_pb(hit: d.SearchHit) -> common_pb2.SearchHit:
         chunk=chunk_to_pb(hit.chunk),
         score=hit.score,
         signals=[common_pb2.SignalScore(signal=s.signal, score=s.score, rank=s.rank) for s in hit.signals],
+        context=hit.context,
     )
 
 
@@ -108,6 +111,7 @@ def hit_from_pb(pb: common_pb2.SearchHit) -> d.SearchHit:
         chunk=chunk_from_pb(pb.chunk),
         score=pb.score,
         signals=tuple(d.SignalScore(s.signal, s.score, s.rank) for s in pb.signals),
+        context=pb.context,
     )
 
 

@@ -52,6 +52,34 @@ class Chunk:
     position: int = 0
     title: str = ""
     source: str = ""
+    media_type: str = ""
+
+
+HEADING_SEP = "\x1f"
+
+
+def heading_key(path: tuple[str, ...] | list[str]) -> str:
+    """A heading path as one string that prefix-matches its sub-sections: `A\x1fB\x1f`."""
+    return "".join(f"{h}{HEADING_SEP}" for h in path)
+
+
+@dataclass(frozen=True)
+class SearchFilter:
+    """Restricts a search; empty fields restrict nothing."""
+
+    document_ids: tuple[str, ...] = ()
+    media_types: tuple[str, ...] = ()
+    heading_prefix: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.document_ids or self.media_types or self.heading_prefix)
+
+    def accepts(self, chunk: Chunk) -> bool:
+        return (
+            (not self.document_ids or chunk.document_id in self.document_ids)
+            and (not self.media_types or chunk.media_type in self.media_types)
+            and heading_key(chunk.heading_path).startswith(heading_key(self.heading_prefix))
+        )
 
 
 @dataclass(frozen=True)
@@ -66,6 +94,7 @@ class SearchHit:
     chunk: Chunk
     score: float
     signals: tuple[SignalScore, ...] = ()
+    context: str = ""
 
 
 @dataclass(frozen=True)

@@ -77,10 +77,26 @@ class RetrieveClient:
         self._deadline = deadline_s
 
     async def search(
-        self, query: str, library: str, top_k: int, mode: d.SearchMode
+        self,
+        query: str,
+        library: str,
+        top_k: int,
+        mode: d.SearchMode,
+        where: d.SearchFilter | None = None,
+        max_per_document: int = 0,
+        expand_context: bool = False,
     ) -> tuple[list[d.SearchHit], d.SearchMode]:
+        where = where or d.SearchFilter()
         req = retrieve_pb2.SearchRequest(
-            query=query, library=library, top_k=top_k, mode=convert.mode_to_pb(mode)
+            query=query,
+            library=library,
+            top_k=top_k,
+            mode=convert.mode_to_pb(mode),
+            document_ids=list(where.document_ids),
+            media_types=list(where.media_types),
+            heading_prefix=list(where.heading_prefix),
+            max_per_document=max_per_document,
+            expand_context=expand_context,
         )
         try:
             resp = await self._stub.Search(req, timeout=self._deadline)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ragstack.domain import Chunk
+from ragstack.domain import Chunk, SearchFilter, heading_key
 from ragstack.errors import RagstackError
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -25,12 +25,22 @@ def _schema() -> Any:
     b.add_text_field("title", stored=True, tokenizer_name="en_stem")
     b.add_text_field("heading", stored=False, tokenizer_name="en_stem")
     b.add_text_field("text", stored=True, tokenizer_name="en_stem")
+    b.add_text_field("media_type", stored=False, tokenizer_name="raw")
+    b.add_text_field("heading_key", stored=False, tokenizer_name="raw")
     b.add_text_field("meta", stored=True, index_option="basic", tokenizer_name="raw")
     return b.build()
 
 
 class StoreBusy(RagstackError):
     code = "FAILED_PRECONDITION"
+
+
+_REGEX_META = set('\\.+*?()|[]{}^$#&-~"')
+
+
+def _regex_literal(text: str) -> str:
+    """`text` as a literal in tantivy's regex syntax."""
+    return "".join("\\" + ch if ch in _REGEX_META else ch for ch in text)
 
 
 def doc_key(library: str, document_id: str) -> str:
@@ -79,6 +89,7 @@ class LexicalStore:
                     "pages": list(c.pages),
                     "position": c.position,
                     "source": c.source,
+                    "media_type": c.media_type,
                 }
             )
             self._writer.add_document(
@@ -86,6 +97,8 @@ class LexicalStore:
                     chunk_id=c.chunk_id,
                     document_id=c.document_id,
                     doc_key=doc_key(c.library, c.document_id),
+                    media_type=c.media_type,
+                    heading_key=heading_key(c.heading_path),
                     library=c.library,
                     title=c.title,
                     heading=" ".join(c.heading_path),
@@ -106,7 +119,9 @@ class LexicalStore:
         self._writer.delete_documents_by_term("doc_key", doc_key(library, document_id))
         self._writer.commit()
 
-    def search(self, query: str, library: str, k: int) -> list[tuple[Chunk, float]]:
+    def search(
+        self, query: str, library: str, k: int, where: SearchFilter | None = None
+    ) -> list[tuple[Chunk, float]]:
         import tantivy
 
         terms = query_terms(query)
@@ -114,12 +129,22 @@ class LexicalStore:
             return []
         self._index.reload()
         text_query = self._index.parse_query(" ".join(terms), list(self._boosts), field_boosts=self._boosts)
-        q = tantivy.Query.boolean_query(
-            [
-                (tantivy.Occur.Must, text_query),
-                (tantivy.Occur.Must, tantivy.Query.term_query(self._schema, "library", library)),
-            ]
-        )
+        clauses = [
+            (tantivy.Occur.Must, text_query),
+            (tantivy.Occur.Must, tantivy.Query.term_query(self._schema, "library", library)),
+        ]
+        where = where or SearchFilter()
+        for field, values in (("document_id", where.document_ids), ("media_type", where.media_types)):
+            if values:
+                clauses.append(
+                    (tantivy.Occur.Must, tantivy.Query.term_set_query(self._schema, field, list(values)))
+                )
+        if where.heading_prefix:
+            pattern = _regex_literal(heading_key(where.heading_prefix)) + ".*"
+            clauses.append(
+                (tantivy.Occur.Must, tantivy.Query.regex_query(self._schema, "heading_key", pattern))
+            )
+        q = tantivy.Query.boolean_query(clauses)
         searcher = self._index.searcher()
         out = []
         for score, address in searcher.search(q, k).hits:
@@ -135,6 +160,7 @@ class LexicalStore:
                 position=int(meta["position"]),
                 title=doc["title"][0],
                 source=meta["source"],
+                media_type=meta.get("media_type", ""),
             )
             out.append((chunk, float(score)))
         return out

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ragstack.domain import Chunk
+from ragstack.domain import Chunk, SearchFilter, heading_key
 
 TABLE = "chunks"
 
@@ -34,9 +34,22 @@ def _schema(dimension: int) -> pa.Schema:
             pa.field("heading_path", pa.list_(pa.string())),
             pa.field("pages", pa.list_(pa.int32())),
             pa.field("position", pa.int32()),
+            pa.field("media_type", pa.string()),
+            pa.field("heading_key", pa.string()),
             pa.field("vector", pa.list_(pa.float32(), dimension)),
         ]
     )
+
+
+def _sql_filter(library: str, where: SearchFilter) -> str:
+    parts = [f"library = {sql_str(library)}"]
+    if where.document_ids:
+        parts.append(f"document_id IN ({', '.join(sql_str(x) for x in where.document_ids)})")
+    if where.media_types:
+        parts.append(f"media_type IN ({', '.join(sql_str(x) for x in where.media_types)})")
+    if where.heading_prefix:
+        parts.append(f"starts_with(heading_key, {sql_str(heading_key(where.heading_prefix))})")
+    return " AND ".join(parts)
 
 
 def row_to_chunk(row: dict[str, Any]) -> Chunk:
@@ -50,6 +63,7 @@ def row_to_chunk(row: dict[str, Any]) -> Chunk:
         position=int(row["position"] or 0),
         title=row["title"] or "",
         source=row["source"] or "",
+        media_type=row.get("media_type") or "",
     )
 
 
@@ -60,6 +74,7 @@ class _Snapshot:
     version: int
     matrix: np.ndarray
     rows: pa.Table
+    _positions: dict[tuple[str, int], int] | None = None
 
     @classmethod
     def from_arrow(cls, version: int, data: pa.Table, dimension: int) -> _Snapshot:
@@ -67,15 +82,50 @@ class _Snapshot:
         matrix = vectors.flatten().to_numpy(zero_copy_only=False).reshape(-1, dimension).astype(np.float32)
         return cls(version, matrix, data.drop_columns(["vector"]))
 
-    def search(self, vector: np.ndarray, k: int) -> list[tuple[Chunk, float]]:
+    def search(self, vector: np.ndarray, k: int, where: SearchFilter) -> list[tuple[Chunk, float]]:
         if not len(self.matrix):
             return []
         scores = self.matrix @ vector
+        if where:
+            allowed = self._mask(where)
+            scores = np.where(allowed, scores, -np.inf)
+            k = min(k, int(allowed.sum()))
+            if k == 0:
+                return []
         k = min(k, len(scores))
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.lexsort((top, -scores[top]))]
         rows = self.rows.take(pa.array(top)).to_pylist()
         return [(row_to_chunk(r), float(scores[i])) for r, i in zip(rows, top, strict=True)]
+
+    def _mask(self, where: SearchFilter) -> np.ndarray:
+        import pyarrow.compute as pc
+
+        mask = np.ones(self.rows.num_rows, dtype=bool)
+        if where.document_ids:
+            hit = pc.is_in(self.rows["document_id"], value_set=pa.array(list(where.document_ids)))
+            mask &= hit.to_numpy(zero_copy_only=False)
+        if where.media_types:
+            hit = pc.is_in(self.rows["media_type"], value_set=pa.array(list(where.media_types)))
+            mask &= hit.to_numpy(zero_copy_only=False)
+        if where.heading_prefix:
+            hit = pc.starts_with(self.rows["heading_key"], pattern=heading_key(where.heading_prefix))
+            mask &= hit.to_numpy(zero_copy_only=False)
+        return mask
+
+    def around(self, document_id: str, position: int, radius: int) -> list[Chunk]:
+        if self._positions is None:
+            ids = self.rows["document_id"].to_pylist()
+            positions = self.rows["position"].to_pylist()
+            object.__setattr__(
+                self, "_positions", {(d, p): i for i, (d, p) in enumerate(zip(ids, positions, strict=True))}
+            )
+        assert self._positions is not None
+        found = [
+            self._positions.get((document_id, p)) for p in range(position - radius, position + radius + 1)
+        ]
+        picked = [i for i in found if i is not None]
+        return [row_to_chunk(r) for r in self.rows.take(pa.array(picked, type=pa.int64())).to_pylist()]
 
 
 class VectorStore:
@@ -132,6 +182,8 @@ class VectorStore:
                 "heading_path": list(c.heading_path),
                 "pages": list(c.pages),
                 "position": c.position,
+                "media_type": c.media_type,
+                "heading_key": heading_key(c.heading_path),
                 "vector": vectors[i].astype(np.float32),
             }
             for i, c in enumerate(chunks)
@@ -151,18 +203,21 @@ class VectorStore:
         table.delete(where)
         return n
 
-    def search(self, vector: np.ndarray, library: str, k: int) -> list[tuple[Chunk, float]]:
+    def search(
+        self, vector: np.ndarray, library: str, k: int, where: SearchFilter | None = None
+    ) -> list[tuple[Chunk, float]]:
         """Nearest chunks by cosine similarity, best first."""
+        where = where or SearchFilter()
         table = self._open()
         if table is None:
             return []
         snapshot = self._snapshot(table, library)
         if snapshot is not None:
-            return snapshot.search(vector.astype(np.float32), k)
+            return snapshot.search(vector.astype(np.float32), k, where)
         query = (
             table.search(vector.astype(np.float32), vector_column_name="vector")
             .distance_type("cosine")
-            .where(f"library = {sql_str(library)}", prefilter=True)
+            .where(_sql_filter(library, where), prefilter=True)
             .limit(k)
         )
         if self.has_ann_index():
@@ -184,6 +239,25 @@ class VectorStore:
         )
         return [(row_to_chunk(r), 1.0 - float(r["_distance"])) for r in result]
 
+    def around(self, library: str, document_id: str, position: int, radius: int) -> list[Chunk]:
+        """The chunks of a document within `radius` positions of `position`, in order."""
+        table = self._open()
+        if table is None:
+            return []
+        snapshot = self._snapshot(table, library)
+        if snapshot is not None:
+            return snapshot.around(document_id, position, radius)
+        rows = (
+            table.search()
+            .where(
+                f"{_sql_filter(library, SearchFilter(document_ids=(document_id,)))} "
+                f"AND position BETWEEN {position - radius} AND {position + radius}"
+            )
+            .limit(None)
+            .to_list()
+        )
+        return sorted((row_to_chunk(r) for r in rows), key=lambda c: c.position)
+
     def has_ann_index(self) -> bool:
         table = self._open()
         return table is not None and any(i.columns == ["vector"] for i in table.list_indices())
@@ -203,7 +277,7 @@ class VectorStore:
             "vector",
             config=IvfPq(
                 distance_type="cosine",
-                num_partitions=max(1, int(rows**0.5)),
+                num_partitions=max(1, min(int(rows**0.5), rows // 256)),
                 num_sub_vectors=max(1, self.dimension // 8),
             ),
         )

@@ -52,7 +52,7 @@ class Document(_message.Message):
     def __init__(self, document_id: _Optional[str] = ..., library: _Optional[str] = ..., source: _Optional[str] = ..., revision: _Optional[str] = ..., fingerprint: _Optional[str] = ..., title: _Optional[str] = ..., media_type: _Optional[str] = ..., chunk_count: _Optional[int] = ..., indexed_at: _Optional[str] = ...) -> None: ...
 
 class Chunk(_message.Message):
-    __slots__ = ("chunk_id", "document_id", "library", "text", "heading_path", "pages", "position", "title", "source")
+    __slots__ = ("chunk_id", "document_id", "library", "text", "heading_path", "pages", "position", "title", "source", "media_type")
     CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
     DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
     LIBRARY_FIELD_NUMBER: _ClassVar[int]
@@ -62,6 +62,7 @@ class Chunk(_message.Message):
     POSITION_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
+    MEDIA_TYPE_FIELD_NUMBER: _ClassVar[int]
     chunk_id: str
     document_id: str
     library: str
@@ -71,7 +72,8 @@ class Chunk(_message.Message):
     position: int
     title: str
     source: str
-    def __init__(self, chunk_id: _Optional[str] = ..., document_id: _Optional[str] = ..., library: _Optional[str] = ..., text: _Optional[str] = ..., heading_path: _Optional[_Iterable[str]] = ..., pages: _Optional[_Iterable[int]] = ..., position: _Optional[int] = ..., title: _Optional[str] = ..., source: _Optional[str] = ...) -> None: ...
+    media_type: str
+    def __init__(self, chunk_id: _Optional[str] = ..., document_id: _Optional[str] = ..., library: _Optional[str] = ..., text: _Optional[str] = ..., heading_path: _Optional[_Iterable[str]] = ..., pages: _Optional[_Iterable[int]] = ..., position: _Optional[int] = ..., title: _Optional[str] = ..., source: _Optional[str] = ..., media_type: _Optional[str] = ...) -> None: ...
 
 class SignalScore(_message.Message):
     __slots__ = ("signal", "score", "rank")
@@ -84,14 +86,16 @@ class SignalScore(_message.Message):
     def __init__(self, signal: _Optional[str] = ..., score: _Optional[float] = ..., rank: _Optional[int] = ...) -> None: ...
 
 class SearchHit(_message.Message):
-    __slots__ = ("chunk", "score", "signals")
+    __slots__ = ("chunk", "score", "signals", "context")
     CHUNK_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
     SIGNALS_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
     chunk: Chunk
     score: float
     signals: _containers.RepeatedCompositeFieldContainer[SignalScore]
-    def __init__(self, chunk: _Optional[_Union[Chunk, _Mapping]] = ..., score: _Optional[float] = ..., signals: _Optional[_Iterable[_Union[SignalScore, _Mapping]]] = ...) -> None: ...
+    context: str
+    def __init__(self, chunk: _Optional[_Union[Chunk, _Mapping]] = ..., score: _Optional[float] = ..., signals: _Optional[_Iterable[_Union[SignalScore, _Mapping]]] = ..., context: _Optional[str] = ...) -> None: ...
 
 class Citation(_message.Message):
     __slots__ = ("ref", "chunk_id", "document_id", "title", "source", "heading_path", "pages", "quote")

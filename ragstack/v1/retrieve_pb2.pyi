@@ -24,16 +24,26 @@ class ScoreResponse(_message.Message):
     def __init__(self, scores: _Optional[_Iterable[float]] = ..., scorer: _Optional[str] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
-    __slots__ = ("query", "library", "top_k", "mode")
+    __slots__ = ("query", "library", "top_k", "mode", "document_ids", "media_types", "heading_prefix", "max_per_document", "expand_context")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     LIBRARY_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENT_IDS_FIELD_NUMBER: _ClassVar[int]
+    MEDIA_TYPES_FIELD_NUMBER: _ClassVar[int]
+    HEADING_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    MAX_PER_DOCUMENT_FIELD_NUMBER: _ClassVar[int]
+    EXPAND_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     query: str
     library: str
     top_k: int
     mode: _common_pb2.SearchMode
-    def __init__(self, query: _Optional[str] = ..., library: _Optional[str] = ..., top_k: _Optional[int] = ..., mode: _Optional[_Union[_common_pb2.SearchMode, str]] = ...) -> None: ...
+    document_ids: _containers.RepeatedScalarFieldContainer[str]
+    media_types: _containers.RepeatedScalarFieldContainer[str]
+    heading_prefix: _containers.RepeatedScalarFieldContainer[str]
+    max_per_document: int
+    expand_context: bool
+    def __init__(self, query: _Optional[str] = ..., library: _Optional[str] = ..., top_k: _Optional[int] = ..., mode: _Optional[_Union[_common_pb2.SearchMode, str]] = ..., document_ids: _Optional[_Iterable[str]] = ..., media_types: _Optional[_Iterable[str]] = ..., heading_prefix: _Optional[_Iterable[str]] = ..., max_per_document: _Optional[int] = ..., expand_context: _Optional[bool] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
     __slots__ = ("hits", "mode", "took_ms")

@@ -158,6 +158,7 @@ class IngestPipeline:
                 position=i,
                 title=parsed.title,
                 source=item.source,
+                media_type=parsed.media_type,
             )
             for i, p in enumerate(pieces)
         ]

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import numpy as np
 from opentelemetry import trace
 
-from ragstack.domain import Chunk, SearchHit, SearchMode, SignalScore
+from ragstack.domain import Chunk, SearchFilter, SearchHit, SearchMode, SignalScore
 from ragstack.errors import InvalidArgument
 from services.retrieve.fusion import normalized_score_fusion, reciprocal_rank_fusion
 
 tracer = trace.get_tracer("ragstack.retrieve")
+CONTEXT_RADIUS = 2  # neighbours on each side considered for context expansion
 
 
 class QueryEmbedder(Protocol):
@@ -23,11 +25,27 @@ class QueryEmbedder(Protocol):
 
 
 class DenseIndex(Protocol):
-    def search(self, vector: np.ndarray, library: str, k: int) -> list[tuple[Chunk, float]]: ...
+    def search(
+        self, vector: np.ndarray, library: str, k: int, where: SearchFilter | None = None
+    ) -> list[tuple[Chunk, float]]: ...
+    def around(self, library: str, document_id: str, position: int, radius: int) -> list[Chunk]: ...
 
 
 class LexicalIndex(Protocol):
-    def search(self, query: str, library: str, k: int) -> list[tuple[Chunk, float]]: ...
+    def search(
+        self, query: str, library: str, k: int, where: SearchFilter | None = None
+    ) -> list[tuple[Chunk, float]]: ...
+
+
+@dataclass(frozen=True)
+class Query:
+    text: str
+    library: str
+    top_k: int = 0  # 0: the configured default
+    mode: SearchMode = SearchMode.AUTO
+    where: SearchFilter = field(default_factory=SearchFilter)
+    max_per_document: int = 0  # 0: the configured default
+    expand_context: bool = False
 
 
 class Searcher:
@@ -43,6 +61,8 @@ class Searcher:
         max_score_texts: int = 512,
         fusion: str = "score",
         dense_weight: float = 0.5,
+        max_per_document: int = 3,
+        max_context_chars: int = 6000,
     ) -> None:
         self._embedder = embedder
         self._dense = dense
@@ -54,32 +74,59 @@ class Searcher:
         self._max_score_texts = max_score_texts
         self._fusion = fusion
         self._weights = {"dense": dense_weight, "lexical": 1.0 - dense_weight}
+        self._max_per_document = max_per_document
+        self._max_context_chars = max_context_chars
 
-    async def search(
-        self, query: str, library: str, top_k: int, mode: SearchMode
-    ) -> tuple[list[SearchHit], SearchMode]:
-        query = query.strip()
-        if not query:
+    async def search(self, q: Query) -> tuple[list[SearchHit], SearchMode]:
+        text = q.text.strip()
+        if not text:
             raise InvalidArgument("query is empty")
-        k = top_k or self._default_top_k
+        k = q.top_k or self._default_top_k
         if k < 0 or k > self._max_top_k:
             raise InvalidArgument(f"top_k {k} is out of range 1..{self._max_top_k} (retrieve.max_top_k)")
-        mode = SearchMode.HYBRID if mode == SearchMode.AUTO else mode
+        cap = q.max_per_document or self._max_per_document
+        mode = SearchMode.HYBRID if q.mode == SearchMode.AUTO else q.mode
+        # Over-fetch so that the per-document cap still leaves k hits.
+        n = max(self._candidates, k * 3 if cap else k)
         if mode == SearchMode.LEXICAL:
-            return _single("lexical", await self._lexical_hits(query, library, k)), mode
-        if mode == SearchMode.DENSE:
-            return _single("dense", await self._dense_hits(query, library, k)), mode
-        n = max(self._candidates, k)
-        lexical, dense = await asyncio.gather(
-            self._lexical_hits(query, library, n), self._dense_hits(query, library, n)
-        )
-        lists = {"lexical": lexical, "dense": dense}
-        with tracer.start_as_current_span("retrieve.fuse", attributes={"fusion": self._fusion}):
-            if self._fusion == "score":
-                fused = normalized_score_fusion(lists, self._weights)
-            else:
-                fused = reciprocal_rank_fusion(lists, self._rrf_k)
-        return fused[:k], mode
+            hits = _single("lexical", await self._lexical_hits(text, q.library, n, q.where))
+        elif mode == SearchMode.DENSE:
+            hits = _single("dense", await self._dense_hits(text, q.library, n, q.where))
+        else:
+            lexical, dense = await asyncio.gather(
+                self._lexical_hits(text, q.library, n, q.where), self._dense_hits(text, q.library, n, q.where)
+            )
+            lists = {"lexical": lexical, "dense": dense}
+            with tracer.start_as_current_span("retrieve.fuse", attributes={"fusion": self._fusion}):
+                if self._fusion == "score":
+                    hits = normalized_score_fusion(lists, self._weights)
+                else:
+                    hits = reciprocal_rank_fusion(lists, self._rrf_k)
+        hits = cap_per_document(hits, cap)[:k]
+        if q.expand_context:
+            with tracer.start_as_current_span("retrieve.expand"):
+                hits = await asyncio.to_thread(self._expand, q.library, hits)
+        return hits, mode
+
+    def _expand(self, library: str, hits: list[SearchHit]) -> list[SearchHit]:
+        return [replace(h, context=self._context(library, h.chunk)) for h in hits]
+
+    def _context(self, library: str, chunk: Chunk) -> str:
+        """The chunk with its neighbours from the same section, nearest first, within the budget."""
+        section = {
+            c.position: c
+            for c in self._dense.around(library, chunk.document_id, chunk.position, CONTEXT_RADIUS)
+            if c.heading_path == chunk.heading_path
+        }
+        picked = {chunk.position: chunk}
+        size = len(chunk.text)
+        for step in range(1, CONTEXT_RADIUS + 1):
+            for pos in (chunk.position - step, chunk.position + step):
+                neighbour = section.get(pos)
+                if neighbour is not None and size + len(neighbour.text) + 2 <= self._max_context_chars:
+                    picked[pos] = neighbour
+                    size += len(neighbour.text) + 2
+        return "\n\n".join(picked[p].text for p in sorted(picked))
 
     async def score(self, query: str, texts: Sequence[str]) -> tuple[list[float], str]:
         """Cosine similarity of each text to the query, in order."""
@@ -95,14 +142,18 @@ class Searcher:
             vectors = await asyncio.to_thread(self._embedder.embed, [query, *texts])
         return [float(x) for x in vectors[1:] @ vectors[0]], f"cosine:{self._embedder.name}"
 
-    async def _lexical_hits(self, query: str, library: str, k: int) -> list[tuple[Chunk, float]]:
+    async def _lexical_hits(
+        self, query: str, library: str, k: int, where: SearchFilter
+    ) -> list[tuple[Chunk, float]]:
         with tracer.start_as_current_span("retrieve.lexical"):
-            return await asyncio.to_thread(self._lexical.search, query, library, k)
+            return await asyncio.to_thread(self._lexical.search, query, library, k, where)
 
-    async def _dense_hits(self, query: str, library: str, k: int) -> list[tuple[Chunk, float]]:
+    async def _dense_hits(
+        self, query: str, library: str, k: int, where: SearchFilter
+    ) -> list[tuple[Chunk, float]]:
         with tracer.start_as_current_span("retrieve.dense"):
             vector = (await asyncio.to_thread(self._embedder.embed, [query]))[0]
-            return await asyncio.to_thread(self._dense.search, vector, library, k)
+            return await asyncio.to_thread(self._dense.search, vector, library, k, where)
 
 
 def _single(signal: str, hits: list[tuple[Chunk, float]]) -> list[SearchHit]:
@@ -110,3 +161,17 @@ def _single(signal: str, hits: list[tuple[Chunk, float]]) -> list[SearchHit]:
         SearchHit(chunk=c, score=s, signals=(SignalScore(signal, s, rank),))
         for rank, (c, s) in enumerate(hits, start=1)
     ]
+
+
+def cap_per_document(hits: list[SearchHit], cap: int) -> list[SearchHit]:
+    """At most `cap` hits per document, in order (0: no cap)."""
+    if cap <= 0:
+        return hits
+    seen: dict[str, int] = {}
+    out = []
+    for h in hits:
+        n = seen.get(h.chunk.document_id, 0)
+        if n < cap:
+            seen[h.chunk.document_id] = n + 1
+            out.append(h)
+    return out

@@ -8,9 +8,9 @@ from collections.abc import Callable
 import grpc
 
 from ragstack import convert
-from ragstack.domain import library_name
+from ragstack.domain import SearchFilter, library_name
 from ragstack.v1 import retrieve_pb2, retrieve_pb2_grpc
-from services.retrieve.searcher import Searcher
+from services.retrieve.searcher import Query, Searcher
 
 
 class RetrieveServicer(retrieve_pb2_grpc.RetrieveServiceServicer):
@@ -23,10 +23,19 @@ class RetrieveServicer(retrieve_pb2_grpc.RetrieveServiceServicer):
     ) -> retrieve_pb2.SearchResponse:
         start = time.perf_counter()
         hits, mode = await self._searcher.search(
-            request.query,
-            library_name(request.library, self._default_library),
-            request.top_k,
-            convert.mode_from_pb(request.mode),
+            Query(
+                text=request.query,
+                library=library_name(request.library, self._default_library),
+                top_k=request.top_k,
+                mode=convert.mode_from_pb(request.mode),
+                where=SearchFilter(
+                    document_ids=tuple(request.document_ids),
+                    media_types=tuple(request.media_types),
+                    heading_prefix=tuple(request.heading_prefix),
+                ),
+                max_per_document=request.max_per_document,
+                expand_context=request.expand_context,
+            )
         )
         return retrieve_pb2.SearchResponse(
             hits=[convert.hit_to_pb(h) for h in hits],

@@ -184,3 +184,53 @@ async def test_score_texts_against_a_query(stack) -> None:
             await stub.Score(retrieve_pb2.ScoreRequest(query="q", texts=["t"] * 600), timeout=10)
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "max_score_texts" in (err.value.details() or "")
+
+
+async def test_filters_cap_and_context(stack) -> None:
+    async with grpc.aio.insecure_channel(stack.peers["retrieve"]) as channel:
+        stub = retrieve_pb2_grpc.RetrieveServiceStub(channel)
+
+        async def search(**kw) -> list:  # type: ignore[no-untyped-def]
+            resp = await stub.Search(
+                retrieve_pb2.SearchRequest(query="ranking documents by score", **kw), timeout=10
+            )
+            return list(resp.hits)
+
+        everything = await search(top_k=10, max_per_document=100)
+        bm25_doc = next(h.chunk.document_id for h in everything if h.chunk.title.startswith("BM25"))
+        only = await search(top_k=10, document_ids=[bm25_doc], max_per_document=100)
+        assert only and {h.chunk.document_id for h in only} == {bm25_doc}
+
+        prefix = ["BM25 Lexical Ranking", "The Scoring Function"]
+        under = await search(top_k=10, heading_prefix=prefix, max_per_document=100)
+        assert under and all(list(h.chunk.heading_path[:2]) == prefix for h in under)
+
+        assert await search(top_k=5, media_types=["application/pdf"]) == []
+        assert {h.chunk.media_type for h in await search(top_k=5, media_types=["text/markdown"])} == {
+            "text/markdown"
+        }
+
+        capped = await search(top_k=8, max_per_document=1)
+        assert len({h.chunk.document_id for h in capped}) == len(capped) == 8
+
+        # A long section makes several chunks; context expansion brings the neighbours back.
+        sentences = " ".join(f"Fact number {i} about the zebrafish lab is recorded here." for i in range(300))
+        async with grpc.aio.insecure_channel(stack.peers["ingest"]) as ingest_channel:
+            ingest = ingest_pb2_grpc.IngestServiceStub(ingest_channel)
+            upload = ingest_pb2.FileUpload(
+                filename="long.md", content=f"# Lab\n\n## Log\n\n{sentences}\n".encode()
+            )
+            async for _ in ingest.Ingest(ingest_pb2.IngestRequest(library="ctx", files=[upload]), timeout=60):
+                pass
+        resp = await stub.Search(
+            retrieve_pb2.SearchRequest(
+                query="fact number 150 zebrafish", library="ctx", top_k=1, expand_context=True
+            ),
+            timeout=10,
+        )
+        hit = resp.hits[0]
+        assert hit.chunk.text in hit.context and len(hit.context) > len(hit.chunk.text)
+        assert len(hit.context) <= 6000 and hit.context.count("Fact number") > hit.chunk.text.count(
+            "Fact number"
+        )
+        assert all(not h.context for h in await search(top_k=3))

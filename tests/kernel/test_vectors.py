@@ -44,7 +44,7 @@ def test_memory_search_matches_lancedb_and_sees_new_writes(tmp_path: Path) -> No
 
 
 def test_ann_index_recall_against_exact(tmp_path: Path) -> None:
-    store = VectorStore(tmp_path, DIM, writer=True, memory_rows=0, nprobes=10, refine_factor=10)
+    store = VectorStore(tmp_path, DIM, writer=True, memory_rows=0, nprobes=20, refine_factor=20)
     vecs = clustered(3000)
     store.replace_documents("lib", ["d"], chunks(3000), vecs)
     assert not store.build_ann_index(min_rows=5000) and not store.has_ann_index()
