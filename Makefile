@@ -8,7 +8,9 @@ STAMP   := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: help install models protos check-protos lint typecheck test test-fast demo serve clean
+DATA    ?= ../shared/data
+
+.PHONY: help install models protos check-protos lint typecheck test test-fast demo serve eval bench bench-deps clean
 
 help:  ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -57,6 +59,20 @@ demo: install  ## ingest the bundled sample corpus and answer a question with ci
 
 serve: install  ## run all four services and the gateway on loopback
 	$(BIN)/ragstack serve
+
+eval: install  ## the README's quality figures: retrieval on SciFact (train) and HotpotQA (dev)
+	@for mode in lexical dense hybrid; do \
+		$(BIN)/ragstack eval retrieval $(DATA)/scifact --split train --mode $$mode --json; done
+	@for mode in lexical dense hybrid; do \
+		$(BIN)/ragstack eval retrieval $(DATA)/hotpotqa_dev200 --split dev --mode $$mode --json; done
+
+bench-deps: $(STAMP)  ## the PyTorch reference for bench embed (CPU torch, sentence-transformers)
+	$(BIN)/pip install -q -e '.[bench]'
+
+bench: install bench-deps  ## the README's speed figures (run `make eval` first: it ingests the corpora)
+	$(BIN)/ragstack bench embed $(DATA)/scifact --json
+	$(BIN)/ragstack bench query $(DATA)/scifact --split train --json
+	$(BIN)/ragstack bench ann $(DATA)/scifact --split train
 
 clean:  ## remove environments, exported models and local stores
 	rm -rf $(VENV) .venv-export models .ragstack

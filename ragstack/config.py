@@ -80,6 +80,13 @@ class RetrieveConfig(_Strict):
     dense_weight: float = Field(
         0.5, ge=0, le=1, description="Score fusion: weight of dense; lexical gets the rest."
     )
+    reranker: Literal["none", "cross-encoder"] = Field(
+        "none",
+        description="Rerank fused candidates with an ONNX cross-encoder from reranker_dir (none: no "
+        "pretrained cross-encoder installs offline, so it is off until you export one).",
+    )
+    reranker_dir: Path = Field(Path("models/cross-encoder"), description="model.onnx + tokenizer.json.")
+    rerank_factor: int = Field(10, ge=1, le=50, description="Reranked candidates = top_k times this.")
     max_per_document: int = Field(3, ge=0, description="Hits kept per document (0: no cap).")
     max_context_chars: int = Field(6000, ge=100, description="Context expansion: longest context per hit.")
     memory_rows: int = Field(
@@ -211,6 +218,8 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
         cfg.data_dir = base / cfg.data_dir
     if not cfg.models.embedder_dir.is_absolute():
         cfg.models.embedder_dir = base / cfg.models.embedder_dir
+    if not cfg.retrieve.reranker_dir.is_absolute():
+        cfg.retrieve.reranker_dir = base / cfg.retrieve.reranker_dir
     return cfg
 
 

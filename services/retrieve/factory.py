@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ragstack.reranking import CrossEncoder
 from ragstack.resources import Resources
 from ragstack.service import ServiceSpec
 from ragstack.stores.layout import check_layout
@@ -36,5 +37,14 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         dense_weight=cfg.retrieve.dense_weight,
         max_per_document=cfg.retrieve.max_per_document,
         max_context_chars=cfg.retrieve.max_context_chars,
+        reranker=_reranker(res),
+        rerank_factor=cfg.retrieve.rerank_factor,
     )
     return ServiceSpec(name="retrieve", register=register(RetrieveServicer(searcher, cfg.library)))
+
+
+def _reranker(res: Resources) -> CrossEncoder | None:
+    r = res.cfg.retrieve
+    if r.reranker == "none":
+        return None
+    return CrossEncoder(r.reranker_dir, res.cfg.models.provider, res.cfg.models.batch_size)

@@ -37,6 +37,12 @@ class LexicalIndex(Protocol):
     ) -> list[tuple[Chunk, float]]: ...
 
 
+class Reranker(Protocol):
+    name: str
+
+    def score(self, query: str, passages: Sequence[str]) -> np.ndarray: ...
+
+
 @dataclass(frozen=True)
 class Query:
     text: str
@@ -63,6 +69,8 @@ class Searcher:
         dense_weight: float = 0.5,
         max_per_document: int = 3,
         max_context_chars: int = 6000,
+        reranker: Reranker | None = None,
+        rerank_factor: int = 10,
     ) -> None:
         self._embedder = embedder
         self._dense = dense
@@ -76,6 +84,8 @@ class Searcher:
         self._weights = {"dense": dense_weight, "lexical": 1.0 - dense_weight}
         self._max_per_document = max_per_document
         self._max_context_chars = max_context_chars
+        self._reranker = reranker
+        self._rerank_factor = rerank_factor
 
     async def search(self, q: Query) -> tuple[list[SearchHit], SearchMode]:
         text = q.text.strip()
@@ -87,7 +97,7 @@ class Searcher:
         cap = q.max_per_document or self._max_per_document
         mode = SearchMode.HYBRID if q.mode == SearchMode.AUTO else q.mode
         # Over-fetch so that the per-document cap still leaves k hits.
-        n = max(self._candidates, k * 3 if cap else k)
+        n = max(self._candidates, k * 3 if cap else k, k * self._rerank_factor if self._reranker else 0)
         if mode == SearchMode.LEXICAL:
             hits = _single("lexical", await self._lexical_hits(text, q.library, n, q.where))
         elif mode == SearchMode.DENSE:
@@ -102,11 +112,27 @@ class Searcher:
                     hits = normalized_score_fusion(lists, self._weights)
                 else:
                     hits = reciprocal_rank_fusion(lists, self._rrf_k)
+        if self._reranker is not None:
+            hits = await self._rerank(text, hits[: k * self._rerank_factor])
         hits = cap_per_document(hits, cap)[:k]
         if q.expand_context:
             with tracer.start_as_current_span("retrieve.expand"):
                 hits = await asyncio.to_thread(self._expand, q.library, hits)
         return hits, mode
+
+    async def _rerank(self, query: str, hits: list[SearchHit]) -> list[SearchHit]:
+        assert self._reranker is not None
+        with tracer.start_as_current_span("retrieve.rerank", attributes={"candidates": len(hits)}):
+            scores = await asyncio.to_thread(self._reranker.score, query, [h.chunk.text for h in hits])
+        order = sorted(range(len(hits)), key=lambda i: (-float(scores[i]), i))
+        return [
+            replace(
+                hits[i],
+                score=float(scores[i]),
+                signals=(*hits[i].signals, SignalScore("rerank", float(scores[i]), rank)),
+            )
+            for rank, i in enumerate(order, start=1)
+        ]
 
     def _expand(self, library: str, hits: list[SearchHit]) -> list[SearchHit]:
         return [replace(h, context=self._context(library, h.chunk)) for h in hits]

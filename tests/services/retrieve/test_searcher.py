@@ -1,0 +1,96 @@
+"""The Searcher's composition: modes, cap, reranking, validation (stores are small honest doubles)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from ragstack.domain import Chunk, SearchFilter, SearchMode
+from ragstack.errors import InvalidArgument
+from services.retrieve.searcher import Query, Searcher
+
+
+def chunk(doc: str, pos: int, text: str) -> Chunk:
+    return Chunk(f"{doc}:{pos}", doc, "lib", text, ("T",), (), pos, "T", "s", "text/markdown")
+
+
+CHUNKS = [
+    chunk("a", 0, "alpha one"),
+    chunk("a", 1, "alpha two"),
+    chunk("b", 0, "beta"),
+    chunk("c", 0, "gamma"),
+]
+
+
+class ListIndex:
+    """Returns the chunks in a fixed order with descending scores, honouring the filter."""
+
+    def __init__(self, order: list[int]) -> None:
+        self.order = order
+
+    def search(self, query, library, k, where=None):  # type: ignore[no-untyped-def]
+        where = where or SearchFilter()
+        picked = [CHUNKS[i] for i in self.order if where.accepts(CHUNKS[i])][:k]
+        return [(c, 1.0 - 0.1 * r) for r, c in enumerate(picked)]
+
+    def around(self, library, document_id, position, radius):  # type: ignore[no-untyped-def]
+        return [c for c in CHUNKS if c.document_id == document_id and abs(c.position - position) <= radius]
+
+
+class Embedder:
+    name = "fake"
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return np.ones((len(texts), 4), dtype=np.float32) / 2
+
+
+class ReverseAlphabet:
+    """A reranker that prefers texts later in the alphabet: visible, deterministic reordering."""
+
+    name = "reverse"
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+
+    def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
+        self.seen.append(len(passages))
+        return np.array([float(ord(p[0])) for p in passages])
+
+
+def searcher(**kw) -> Searcher:  # type: ignore[no-untyped-def]
+    return Searcher(
+        Embedder(),
+        ListIndex([0, 1, 2, 3]),
+        ListIndex([2, 0, 3, 1]),
+        default_top_k=3,
+        max_top_k=10,
+        candidates=4,
+        rrf_k=60,
+        **kw,
+    )
+
+
+async def test_cap_per_document_and_filter() -> None:
+    hits, mode = await searcher(max_per_document=1).search(Query("q", "lib", top_k=3))
+    assert mode == SearchMode.HYBRID and len({h.chunk.document_id for h in hits}) == 3
+    hits, _ = await searcher().search(Query("q", "lib", top_k=3, where=SearchFilter(document_ids=("a",))))
+    assert {h.chunk.document_id for h in hits} == {"a"}
+
+
+async def test_reranker_reorders_candidates_and_reports_its_signal() -> None:
+    reranker = ReverseAlphabet()
+    hits, _ = await searcher(reranker=reranker, rerank_factor=2, max_per_document=0).search(
+        Query("q", "lib", top_k=2, mode=SearchMode.LEXICAL)
+    )
+    assert [h.chunk.text for h in hits] == ["gamma", "beta"]
+    assert reranker.seen == [4]  # top_k x factor candidates
+    assert [s.signal for s in hits[0].signals] == ["lexical", "rerank"]
+
+
+async def test_validation() -> None:
+    with pytest.raises(InvalidArgument, match="empty"):
+        await searcher().search(Query("  ", "lib"))
+    with pytest.raises(InvalidArgument, match="max_top_k"):
+        await searcher().search(Query("q", "lib", top_k=11))
