@@ -244,6 +244,36 @@ def bench_ann_cmd(ctx: click.Context, folder: Path, split: str, limit: int) -> N
     click.echo(json.dumps(bench_ann(_config(ctx), folder, split, limit)))
 
 
+@bench_group.command(name="rerank")
+@click.argument("model_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("folder", required=False, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--candidates", default=50, show_default=True, help="Passages reranked per query.")
+@click.option("--queries", "n_queries", default=50, show_default=True)
+@click.pass_context
+def bench_rerank_cmd(
+    ctx: click.Context, model_dir: Path, folder: Path | None, candidates: int, n_queries: int
+) -> None:
+    """Latency of reranking CANDIDATES passages with the ONNX cross-encoder in MODEL_DIR."""
+    from ragstack.bench.rerank import bench_rerank
+
+    click.echo(json.dumps(bench_rerank(_config(ctx), model_dir, folder, candidates, n_queries)))
+
+
+@bench_group.command(name="ingest")
+@click.argument("corpus", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.pass_context
+def bench_ingest_cmd(ctx: click.Context, corpus: Path) -> None:
+    """Ingest CORPUS (a BEIR corpus.jsonl) from scratch into a scratch data dir: throughput, time per
+    stage, the embedder alone on the same chunks, peak memory, and a re-ingest with one change."""
+    from ragstack.bench.ingest import bench_ingest
+    from ragstack.cli.output import progress_reporter
+
+    cfg = _config(ctx)
+    with progress_reporter() as progress:
+        report = bench_ingest(cfg, corpus, progress)
+    click.echo(json.dumps(report))
+
+
 def main() -> None:
     cli(prog_name="ragstack")
 
