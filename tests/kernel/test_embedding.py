@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragstack.embedding import pick_providers
 from ragstack.errors import ModelMissing
+from ragstack.onnx import pick_providers
 
 
 def test_unit_vectors_in_input_order(embedder) -> None:
