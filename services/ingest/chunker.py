@@ -11,6 +11,12 @@ from ragstack.text import split_sentences
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
+# Readers of paged formats put this line before each page's content.
+_PAGE = re.compile(r"^<!-- page (\d+) -->$")
+
+
+def page_marker(page: int) -> str:
+    return f"<!-- page {page} -->"
 
 
 @dataclass(frozen=True)
@@ -21,6 +27,7 @@ class Unit:
     prose: bool  # only prose sentences are repeated as overlap
     sep: str = " "  # how it joins the previous unit
     header: str = ""  # a table row's header, repeated when the table continues in a new chunk
+    page: int = 0  # 1-based page the unit is on; 0 for formats without pages
 
 
 @dataclass(frozen=True)
@@ -33,6 +40,7 @@ class Section:
 class TextChunk:
     text: str
     heading_path: tuple[str, ...]
+    pages: tuple[int, ...] = ()
 
 
 def _blocks(lines: list[str]) -> Iterator[tuple[str, str | list[str]]]:
@@ -59,6 +67,12 @@ def _blocks(lines: list[str]) -> Iterator[tuple[str, str | list[str]]]:
                 if lines[i - 1].strip().startswith(marker) and len(block) > 1:
                     break
             yield "code", "\n".join(block)
+            continue
+        marker = _PAGE.match(line.strip())
+        if marker:
+            yield from flush()
+            yield "page", marker.group(1)
+            i += 1
             continue
         heading = _HEADING.match(line)
         if heading:
@@ -96,8 +110,12 @@ def sections(markdown: str, title: str) -> list[Section]:
         names = [t for _, t in stack]
         return tuple(names) if names and stack[0][0] == 1 else (title, *names)
 
+    page = 0
     for kind, value in _blocks(markdown.splitlines()):
-        if kind == "heading":
+        if kind == "page":
+            assert isinstance(value, str)
+            page = int(value)
+        elif kind == "heading":
             assert isinstance(value, str)
             if current:
                 out.append(Section(path(), current))
@@ -109,7 +127,7 @@ def sections(markdown: str, title: str) -> list[Section]:
             stack.append((level, text.strip()))
         elif kind == "code":
             assert isinstance(value, str)
-            current.append(Unit(value, prose=False, sep="\n\n"))
+            current.append(Unit(value, prose=False, sep="\n\n", page=page))
         elif kind == "table":
             assert isinstance(value, list)
             header = (
@@ -118,13 +136,13 @@ def sections(markdown: str, title: str) -> list[Section]:
             body = value[len(header) :]
             head = "\n".join(header)
             if header:
-                current.append(Unit(head, prose=False, sep="\n\n"))
+                current.append(Unit(head, prose=False, sep="\n\n", page=page))
             for row in body:
-                current.append(Unit(row, prose=False, sep="\n", header=head))
+                current.append(Unit(row, prose=False, sep="\n", header=head, page=page))
         else:
             assert isinstance(value, str)
             for j, sentence in enumerate(split_sentences(value)):
-                current.append(Unit(sentence, prose=True, sep=" " if j else "\n\n"))
+                current.append(Unit(sentence, prose=True, sep=" " if j else "\n\n", page=page))
     if current:
         out.append(Section(path(), current))
     return out
@@ -138,11 +156,11 @@ def _split_long(unit: Unit, budget: int, count: Callable[[str], int]) -> list[Un
     words: list[str] = []
     for word in unit.text.split():
         if words and count(" ".join([*words, word])) > budget:
-            pieces.append(Unit(" ".join(words), prose=True, sep=" "))
+            pieces.append(Unit(" ".join(words), prose=True, sep=" ", page=unit.page))
             words = []
         words.append(word)
     if words:
-        pieces.append(Unit(" ".join(words), prose=True, sep=" "))
+        pieces.append(Unit(" ".join(words), prose=True, sep=" ", page=unit.page))
     return pieces
 
 
@@ -164,19 +182,28 @@ def chunk_markdown(
         for unit in units:
             n = count_tokens(unit.text)
             if current and fresh and size + n > max_tokens:
-                chunks.append(TextChunk(_join(current), section.heading_path))
+                chunks.append(TextChunk(_join(current), section.heading_path, _pages(current)))
                 overlap = [u for u in current[-overlap_sentences:] if u.prose] if overlap_sentences else []
                 if overlap and sum(count_tokens(u.text) for u in overlap) + n > max_tokens:
                     overlap = []
                 if unit.header:
-                    overlap = [Unit(unit.header, prose=False, sep="\n\n")]
+                    overlap = [Unit(unit.header, prose=False, sep="\n\n", page=unit.page)]
                 current, size, fresh = overlap, sum(count_tokens(u.text) for u in overlap), 0
             current.append(unit)
             size += n
             fresh += 1
         if current and fresh:
-            chunks.append(TextChunk(_join(current), section.heading_path))
+            chunks.append(TextChunk(_join(current), section.heading_path, _pages(current)))
+    if not chunks:
+        # Headings and nothing else (a title slide): the headings are the text.
+        headings = [m.group(2) for line in markdown.splitlines() if (m := _HEADING.match(line))]
+        if headings:
+            chunks.append(TextChunk("\n".join(headings), (title,)))
     return chunks
+
+
+def _pages(units: list[Unit]) -> tuple[int, ...]:
+    return tuple(sorted({u.page for u in units if u.page}))
 
 
 def _join(units: list[Unit]) -> str:

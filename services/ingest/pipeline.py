@@ -155,6 +155,7 @@ class IngestPipeline:
                 library=library,
                 text=p.text,
                 heading_path=p.heading_path,
+                pages=p.pages,
                 position=i,
                 title=parsed.title,
                 source=item.source,

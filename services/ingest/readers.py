@@ -1,4 +1,8 @@
-"""Turns file bytes into Markdown-shaped text with a title. This skeleton reads Markdown and text."""
+"""Turns file bytes into Markdown-shaped text with a title, by format.
+
+Markdown, text and logs as they are; code wrapped in a language-tagged fence; CSV as a table sample;
+DOCX, PPTX, XLSX and HTML through Docling (services/ingest/docling_reader.py); BEIR corpus lines.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,56 @@ from ragstack.errors import UnsupportedFormat
 
 MARKDOWN = {".md", ".markdown", ".mdx"}
 PLAIN = {".txt", ".text", ".log", ".rst"}
-SUPPORTED = MARKDOWN | PLAIN
+DELIMITED = {".csv": "text/csv", ".tsv": "text/tab-separated-values"}
+CODE = {
+    ".py": "python",
+    ".js": "javascript",
+    ".ts": "typescript",
+    ".tsx": "tsx",
+    ".jsx": "jsx",
+    ".go": "go",
+    ".rs": "rust",
+    ".java": "java",
+    ".kt": "kotlin",
+    ".c": "c",
+    ".h": "c",
+    ".cc": "cpp",
+    ".cpp": "cpp",
+    ".hpp": "cpp",
+    ".cs": "csharp",
+    ".rb": "ruby",
+    ".php": "php",
+    ".swift": "swift",
+    ".scala": "scala",
+    ".sh": "bash",
+    ".bash": "bash",
+    ".sql": "sql",
+    ".proto": "protobuf",
+    ".yaml": "yaml",
+    ".yml": "yaml",
+    ".toml": "toml",
+    ".json": "json",
+    ".css": "css",
+    ".r": "r",
+    ".lua": "lua",
+    ".dart": "dart",
+}
+DOCLING = {
+    ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    ".xlsm": "application/vnd.ms-excel.sheet.macroEnabled.12",
+    ".html": "text/html",
+    ".htm": "text/html",
+}
+IMAGES = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".tif": "image/tiff",
+    ".tiff": "image/tiff",
+}
+SUPPORTED = MARKDOWN | PLAIN | set(DELIMITED) | set(CODE) | set(DOCLING) | set(IMAGES) | {".pdf"}
 _H1 = re.compile(r"^#\s+(.+?)\s*#*\s*$", re.MULTILINE)
 
 
@@ -45,9 +98,37 @@ def parse(name: str, data: bytes, kind: str = "") -> Parsed:
         raise UnsupportedFormat(
             f"unsupported format {suffix or '(no extension)'}; supported: {', '.join(sorted(SUPPORTED))}"
         )
+    if not data.strip():
+        raise UnsupportedFormat("empty file")
+    if suffix == ".pdf":
+        from services.ingest.pdf_reader import convert as convert_pdf
+
+        markdown, title = convert_pdf(PurePath(name).name, data)
+        return Parsed(title or _title_from_name(name), "application/pdf", markdown)
+    if suffix in IMAGES:
+        from services.ingest.pdf_reader import image_markdown
+
+        return Parsed(_title_from_name(name), IMAGES[suffix], image_markdown(data))
+    if suffix in DOCLING:
+        from services.ingest.docling_reader import convert
+
+        markdown, title = convert(PurePath(name).name, data)
+        if not markdown.replace("<!-- page", "").strip():
+            raise UnsupportedFormat("no text found")
+        return Parsed(title or _title_from_name(name), DOCLING[suffix], markdown)
     text = _decode(data, name)
     if not text.strip():
         raise UnsupportedFormat("empty file")
+    if suffix in DELIMITED:
+        from services.ingest.tabular import csv_markdown
+
+        return Parsed(_title_from_name(name), DELIMITED[suffix], csv_markdown(text, _title_from_name(name)))
+    if suffix in CODE:
+        fence = "````" if "```" in text else "```"
+        title = PurePath(name).name
+        return Parsed(
+            title, f"text/x-{CODE[suffix]}", f"# {title}\n\n{fence}{CODE[suffix]}\n{text.rstrip()}\n{fence}\n"
+        )
     if suffix in MARKDOWN:
         m = _H1.search(text)
         return Parsed(m.group(1) if m else _title_from_name(name), "text/markdown", text)
@@ -56,7 +137,7 @@ def parse(name: str, data: bytes, kind: str = "") -> Parsed:
 
 def _as_text(text: str) -> str:
     """Plain text as it is: no line may turn into a heading or a fence by accident."""
-    return re.sub(r"^(\s*)(#|```|~~~)", r"\1\\\2", text, flags=re.MULTILINE)
+    return re.sub(r"^(\s*)(#|```|~~~|<!--)", r"\1\\\2", text, flags=re.MULTILINE)
 
 
 def _corpus_line(data: bytes) -> Parsed:

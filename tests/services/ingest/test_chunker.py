@@ -88,3 +88,16 @@ def test_real_tokenizer_budget(embedder) -> None:
     assert len(chunks) > 3
     # Only atomic units (code blocks, table rows) may exceed the budget.
     assert all(embedder.count_tokens(c.text) <= 128 or "```" in c.text or "|" in c.text for c in chunks)
+
+
+def test_page_markers_give_chunks_their_pages() -> None:
+    doc = (
+        "<!-- page 1 -->\n# Report\n\nFirst page text. More of it.\n<!-- page 2 -->\nSecond page text.\n\n"
+        "## Part\n\nOnly page two.\n<!-- page 3 -->\nPage three here."
+    )
+    chunks = chunk_markdown(doc, "R", max_tokens=100, overlap_sentences=0, count_tokens=words)
+    assert [(c.heading_path, c.pages) for c in chunks] == [
+        (("Report",), (1, 2)),
+        (("Report", "Part"), (2, 3)),
+    ]
+    assert all("<!--" not in c.text for c in chunks)

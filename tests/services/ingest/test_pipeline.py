@@ -93,13 +93,13 @@ def test_ingest_then_only_changes_are_redone(setup) -> None:  # type: ignore[no-
 def test_bad_files_fail_alone(setup, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     pipeline, docs, _, _ = setup
     (docs / "empty.md").write_text("")
-    (docs / "image.png").write_bytes(b"\x89PNG\r\n")
+    (docs / "archive.7z").write_bytes(b"7z\xbc\xaf")
     (docs / "huge.txt").write_text("x " * 150_000)
     events, summary = run(pipeline, [docs])
     assert summary.indexed == 12 and summary.failed == 3
     reasons = {Path(e.source).name: e.reason for e in events if e.stage == FileStage.FAILED}
     assert "empty" in reasons["empty.md"]
-    assert "unsupported format .png" in reasons["image.png"]
+    assert "unsupported format .7z" in reasons["archive.7z"]
     assert "over the limit" in reasons["huge.txt"] and "max_file_mb" in reasons["huge.txt"]
     assert len(summary.failures) == 3
 

@@ -1,0 +1,207 @@
+"""PDF text through Docling's model-free native pipeline, with structure recovered here.
+
+Docling's layout model is not available offline, so its native pipeline gives one text item per
+line, with its page and bounding box. Pages without a text layer are rendered and read by OCR
+(RapidOCR, whose ONNX models ship in its package). From the lines this module rebuilds what
+chunking and citations need: page markers, headings (lines set clearly larger than the body text,
+levels by size) and paragraphs (lines joined until a vertical gap).
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import logging
+import statistics
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ragstack.errors import UnsupportedFormat
+from services.ingest import ocr
+from services.ingest.chunker import page_marker
+
+HEADING_RATIO = 1.25  # a line this much taller than the body text is a heading
+MAX_HEADING_WORDS = 16
+MAX_LEVELS = 3
+
+
+@dataclass(frozen=True)
+class Line:
+    page: int
+    text: str
+    height: float
+    top: float
+    bottom: float
+
+
+@functools.cache
+def _converter() -> Any:
+    from docling.datamodel.base_models import InputFormat
+    from docling.datamodel.pipeline_options import NativePdfPipelineOptions
+    from docling.document_converter import DocumentConverter, NativePdfFormatOption
+
+    for name in ("docling", "docling_core", "docling_parse"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    return DocumentConverter(
+        format_options={InputFormat.PDF: NativePdfFormatOption(pipeline_options=NativePdfPipelineOptions())}
+    )
+
+
+def lines(name: str, data: bytes) -> tuple[list[Line], int]:
+    """The text lines of every page, in the parser's order, and the page count."""
+    from docling.datamodel.base_models import DocumentStream
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = _converter().convert(
+                DocumentStream(name=name, stream=io.BytesIO(data)), raises_on_error=True
+            )
+    except Exception as err:  # corrupt, encrypted, truncated...
+        raise UnsupportedFormat(f"cannot read PDF: {type(err).__name__}: {err}") from None
+    doc = result.document
+    out = []
+    for item, _ in doc.iterate_items():
+        text = " ".join(str(getattr(item, "text", "")).split())
+        if not text or not getattr(item, "prov", None):
+            continue
+        prov = item.prov[0]
+        box = prov.bbox
+        top, bottom = max(box.t, box.b), min(box.t, box.b)
+        out.append(Line(prov.page_no, text, top - bottom, top, bottom))
+    return out, len(doc.pages)
+
+
+OCR_SCALE = 2.0  # render at 144 dpi for OCR
+
+
+def ocr_lines(data: bytes, pages: Sequence[int]) -> list[Line]:
+    """Text lines of the given pages (1-based) read by OCR, in PDF coordinates (y up)."""
+    import pypdfium2 as pdfium
+
+    pdf = pdfium.PdfDocument(data)
+    out: list[Line] = []
+    try:
+        for page_no in pages:
+            page = pdf[page_no - 1]
+            height = page.get_height()
+            for text, y_top, y_bottom in ocr.read(page.render(scale=OCR_SCALE).to_numpy()):
+                top, bottom = height - y_top / OCR_SCALE, height - y_bottom / OCR_SCALE
+                out.append(Line(page_no, text, top - bottom, top, bottom))
+    finally:
+        pdf.close()
+    return out
+
+
+def to_markdown(all_lines: list[Line], pages: int) -> str:
+    """Markdown with page markers, headings by relative size, and paragraphs."""
+    if not all_lines:
+        return ""
+    body = statistics.median(line.height for line in all_lines for _ in range(min(len(line.text), 200)))
+    heading_sizes = sorted(
+        {round(line.height) for line in all_lines if _is_heading(line, body)}, reverse=True
+    )[:MAX_LEVELS]
+    level = {size: i + 1 for i, size in enumerate(heading_sizes)}
+    out: list[str] = []
+    by_page: dict[int, list[Line]] = {}
+    for line in all_lines:
+        by_page.setdefault(line.page, []).append(line)
+    for page in range(1, pages + 1):
+        out.append(page_marker(page))
+        paragraph: list[str] = []
+        previous: Line | None = None
+        pending_heading: tuple[int, list[str]] | None = None
+
+        def flush_paragraph(paragraph: list[str] = paragraph) -> None:
+            if paragraph:
+                out.append(_join_lines(paragraph))
+                out.append("")
+                paragraph.clear()
+
+        def flush_heading() -> None:
+            nonlocal pending_heading
+            if pending_heading:
+                out.append("#" * pending_heading[0] + " " + " ".join(pending_heading[1]))
+                out.append("")
+                pending_heading = None
+
+        for line in by_page.get(page, []):
+            size = round(line.height)
+            if _is_heading(line, body) and size in level:
+                flush_paragraph()
+                if (
+                    pending_heading
+                    and pending_heading[0] == level[size]
+                    and previous
+                    and _close(previous, line)
+                ):
+                    pending_heading[1].append(line.text)  # a heading set over two lines
+                else:
+                    flush_heading()
+                    pending_heading = (level[size], [line.text])
+            else:
+                flush_heading()
+                if paragraph and previous is not None and not _close(previous, line):
+                    flush_paragraph()
+                paragraph.append(line.text)
+            previous = line
+        flush_heading()
+        flush_paragraph()
+    return "\n".join(out).strip() + "\n"
+
+
+def _is_heading(line: Line, body: float) -> bool:
+    words = line.text.split()
+    return (
+        line.height >= body * HEADING_RATIO
+        and len(words) <= MAX_HEADING_WORDS
+        and any(ch.isalpha() for ch in line.text)
+        and not line.text.endswith((".", ","))
+    )
+
+
+def _close(previous: Line, line: Line) -> bool:
+    """Whether `line` continues the block of `previous`: next line down, no more than a line's gap."""
+    gap = previous.bottom - line.top
+    return -0.5 * line.height <= gap <= 0.9 * max(previous.height, line.height)
+
+
+def _join_lines(parts: list[str]) -> str:
+    text = parts[0]
+    for part in parts[1:]:
+        if text.endswith("-") and part[:1].islower():
+            text = text[:-1] + part  # a word hyphenated at the line end
+        else:
+            text += " " + part
+    return text
+
+
+def convert(name: str, data: bytes) -> tuple[str, str]:
+    """(markdown with page markers, title: the first heading) of a PDF with a text layer."""
+    found, pages = lines(name, data)
+    with_text = {line.page for line in found}
+    missing = [p for p in range(1, pages + 1) if p not in with_text]
+    if missing:
+        found = sorted([*found, *ocr_lines(data, missing)], key=lambda ln: ln.page)
+    if not found:
+        raise UnsupportedFormat(f"no text found on any of its {pages} pages, even by OCR")
+    markdown = to_markdown(found, pages)
+    title = next((ln.lstrip("# ").strip() for ln in markdown.splitlines() if ln.startswith("#")), "")
+    return markdown, title
+
+
+def image_markdown(data: bytes) -> str:
+    """An image file's text by OCR, one page per frame."""
+    found: list[Line] = []
+    frames = 0
+    for frames, image in enumerate(ocr.image_frames(data), start=1):
+        height = float(image.shape[0])
+        found.extend(
+            Line(frames, text, bottom - top, height - top, height - bottom)
+            for text, top, bottom in ocr.read(image)
+        )
+    if not found:
+        raise UnsupportedFormat("no text found in the image")
+    return to_markdown(found, frames)
