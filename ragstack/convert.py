@@ -27,6 +27,7 @@ _STAGE_TO_PB = {
     d.FileStage.INDEXED: ingest_pb2.FILE_STAGE_INDEXED,
     d.FileStage.UNCHANGED: ingest_pb2.FILE_STAGE_UNCHANGED,
     d.FileStage.FAILED: ingest_pb2.FILE_STAGE_FAILED,
+    d.FileStage.REMOVED: ingest_pb2.FILE_STAGE_REMOVED,
 }
 _STAGE_FROM_PB = {v: k for k, v in _STAGE_TO_PB.items()}
 
@@ -202,6 +203,7 @@ def summary_to_pb(s: d.IngestSummary) -> ingest_pb2.IngestResponse:
             indexed=s.indexed,
             unchanged=s.unchanged,
             failed=s.failed,
+            removed=s.removed,
             chunks=s.chunks,
             seconds=s.seconds,
             failures=list(s.failures),
@@ -217,6 +219,7 @@ def ingest_event_from_pb(pb: ingest_pb2.IngestResponse) -> d.FileProgress | d.In
             indexed=s.indexed,
             unchanged=s.unchanged,
             failed=s.failed,
+            removed=s.removed,
             chunks=s.chunks,
             seconds=s.seconds,
             failures=list(s.failures),

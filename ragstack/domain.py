@@ -26,6 +26,7 @@ class FileStage(enum.StrEnum):
     INDEXED = "indexed"
     UNCHANGED = "unchanged"
     FAILED = "failed"
+    REMOVED = "removed"
 
 
 @dataclass(frozen=True)
@@ -153,6 +154,7 @@ class IngestSummary:
     indexed: int = 0
     unchanged: int = 0
     failed: int = 0
+    removed: int = 0
     chunks: int = 0
     seconds: float = 0.0
     failures: list[str] = field(default_factory=list)

@@ -20,7 +20,9 @@ from ragstack.rpc.clients import AgentClient, IngestClient
 _DONE_STAGES = {d.FileStage.INDEXED, d.FileStage.UNCHANGED, d.FileStage.FAILED}
 
 
-async def ingest_progress(cfg: Config, paths: list[str], library: str) -> d.IngestSummary:
+async def ingest_progress(
+    cfg: Config, paths: list[str], library: str, prune: bool = False
+) -> d.IngestSummary:
     console = Console(stderr=True)
     summary = d.IngestSummary()
     async with connect(cfg, needed=("ingest",), start=("ingest",)) as session:
@@ -35,7 +37,7 @@ async def ingest_progress(cfg: Config, paths: list[str], library: str) -> d.Inge
             transient=False,
         ) as bar:
             task = bar.add_task("", total=None)
-            async for event in client.ingest(paths=paths, library=library):
+            async for event in client.ingest(paths=paths, library=library, prune=prune):
                 if isinstance(event, d.IngestSummary):
                     summary = event
                     continue
@@ -46,9 +48,12 @@ async def ingest_progress(cfg: Config, paths: list[str], library: str) -> d.Inge
                     bar.advance(task)
                 if event.stage == d.FileStage.FAILED:
                     bar.console.print(f"[red]failed[/red] {event.source}: {event.reason}")
+                elif event.stage == d.FileStage.REMOVED:
+                    bar.console.print(f"removed {event.source} (its source is gone)")
     console.print(
         f"{summary.files} files: {summary.indexed} indexed, {summary.unchanged} unchanged, "
-        f"{summary.failed} failed; {summary.chunks} chunks in {summary.seconds:.1f}s"
+        f"{summary.failed} failed, {summary.removed} removed; "
+        f"{summary.chunks} chunks in {summary.seconds:.1f}s"
         + (" (embedded services)" if session.embedded else "")
     )
     return summary

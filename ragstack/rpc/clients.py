@@ -183,9 +183,11 @@ class IngestClient:
         paths: Iterable[str] = (),
         files: Iterable[tuple[str, bytes]] = (),
         library: str = "",
+        prune: bool = False,
     ) -> AsyncIterator[d.FileProgress | d.IngestSummary]:
         req = ingest_pb2.IngestRequest(
             library=library,
+            prune=prune,
             paths=list(paths),
             files=[ingest_pb2.FileUpload(filename=n, content=c) for n, c in files],
         )

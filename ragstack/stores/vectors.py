@@ -169,7 +169,8 @@ class VectorStore:
     def replace_documents(
         self, library: str, document_ids: Sequence[str], chunks: Sequence[Chunk], vectors: np.ndarray
     ) -> None:
-        """Replaces every chunk of `document_ids` in `library` with `chunks` (one delete, one append)."""
+        """Replaces every chunk of `document_ids` in `library` with `chunks`, in one commit: readers
+        see the old chunks or the new ones, never a document half replaced."""
         table = self._open()
         rows = [
             {
@@ -188,11 +189,16 @@ class VectorStore:
             }
             for i, c in enumerate(chunks)
         ]
-        if document_ids:
-            ids = ", ".join(sql_str(d) for d in document_ids)
-            table.delete(f"library = {sql_str(library)} AND document_id IN ({ids})")
-        if rows:
-            table.add(pa.Table.from_pylist(rows, schema=_schema(self.dimension)))
+        if not document_ids:
+            return
+        ids = ", ".join(sql_str(d) for d in document_ids)
+        (
+            table.merge_insert(["library", "chunk_id"])
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .when_not_matched_by_source_delete(f"library = {sql_str(library)} AND document_id IN ({ids})")
+            .execute(pa.Table.from_pylist(rows, schema=_schema(self.dimension)))
+        )
 
     def delete_document(self, library: str, document_id: str) -> int:
         table = self._open()

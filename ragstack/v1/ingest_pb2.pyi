@@ -17,6 +17,7 @@ class FileStage(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FILE_STAGE_INDEXED: _ClassVar[FileStage]
     FILE_STAGE_UNCHANGED: _ClassVar[FileStage]
     FILE_STAGE_FAILED: _ClassVar[FileStage]
+    FILE_STAGE_REMOVED: _ClassVar[FileStage]
 FILE_STAGE_UNSPECIFIED: FileStage
 FILE_STAGE_PARSED: FileStage
 FILE_STAGE_CHUNKED: FileStage
@@ -24,6 +25,7 @@ FILE_STAGE_EMBEDDED: FileStage
 FILE_STAGE_INDEXED: FileStage
 FILE_STAGE_UNCHANGED: FileStage
 FILE_STAGE_FAILED: FileStage
+FILE_STAGE_REMOVED: FileStage
 
 class FileUpload(_message.Message):
     __slots__ = ("filename", "content")
@@ -34,14 +36,16 @@ class FileUpload(_message.Message):
     def __init__(self, filename: _Optional[str] = ..., content: _Optional[bytes] = ...) -> None: ...
 
 class IngestRequest(_message.Message):
-    __slots__ = ("library", "paths", "files")
+    __slots__ = ("library", "paths", "files", "prune")
     LIBRARY_FIELD_NUMBER: _ClassVar[int]
     PATHS_FIELD_NUMBER: _ClassVar[int]
     FILES_FIELD_NUMBER: _ClassVar[int]
+    PRUNE_FIELD_NUMBER: _ClassVar[int]
     library: str
     paths: _containers.RepeatedScalarFieldContainer[str]
     files: _containers.RepeatedCompositeFieldContainer[FileUpload]
-    def __init__(self, library: _Optional[str] = ..., paths: _Optional[_Iterable[str]] = ..., files: _Optional[_Iterable[_Union[FileUpload, _Mapping]]] = ...) -> None: ...
+    prune: bool
+    def __init__(self, library: _Optional[str] = ..., paths: _Optional[_Iterable[str]] = ..., files: _Optional[_Iterable[_Union[FileUpload, _Mapping]]] = ..., prune: _Optional[bool] = ...) -> None: ...
 
 class FileProgress(_message.Message):
     __slots__ = ("source", "stage", "document_id", "reason", "chunk_count", "index", "total")
@@ -62,7 +66,7 @@ class FileProgress(_message.Message):
     def __init__(self, source: _Optional[str] = ..., stage: _Optional[_Union[FileStage, str]] = ..., document_id: _Optional[str] = ..., reason: _Optional[str] = ..., chunk_count: _Optional[int] = ..., index: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
 
 class IngestSummary(_message.Message):
-    __slots__ = ("files", "indexed", "unchanged", "failed", "chunks", "seconds", "failures")
+    __slots__ = ("files", "indexed", "unchanged", "failed", "chunks", "seconds", "failures", "removed")
     FILES_FIELD_NUMBER: _ClassVar[int]
     INDEXED_FIELD_NUMBER: _ClassVar[int]
     UNCHANGED_FIELD_NUMBER: _ClassVar[int]
@@ -70,6 +74,7 @@ class IngestSummary(_message.Message):
     CHUNKS_FIELD_NUMBER: _ClassVar[int]
     SECONDS_FIELD_NUMBER: _ClassVar[int]
     FAILURES_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
     files: int
     indexed: int
     unchanged: int
@@ -77,7 +82,8 @@ class IngestSummary(_message.Message):
     chunks: int
     seconds: float
     failures: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, files: _Optional[int] = ..., indexed: _Optional[int] = ..., unchanged: _Optional[int] = ..., failed: _Optional[int] = ..., chunks: _Optional[int] = ..., seconds: _Optional[float] = ..., failures: _Optional[_Iterable[str]] = ...) -> None: ...
+    removed: int
+    def __init__(self, files: _Optional[int] = ..., indexed: _Optional[int] = ..., unchanged: _Optional[int] = ..., failed: _Optional[int] = ..., chunks: _Optional[int] = ..., seconds: _Optional[float] = ..., failures: _Optional[_Iterable[str]] = ..., removed: _Optional[int] = ...) -> None: ...
 
 class IngestResponse(_message.Message):
     __slots__ = ("file", "summary")

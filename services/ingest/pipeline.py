@@ -90,9 +90,12 @@ class IngestPipeline:
         self._now = now
         self._clock = clock
 
-    def run(self, items: Sequence[SourceItem], library: str) -> Iterator[FileProgress | IngestSummary]:
-        """Yields per-document progress events, then the summary."""
-        if not items:
+    def run(
+        self, items: Sequence[SourceItem], library: str, prune_roots: Sequence[str] = ()
+    ) -> Iterator[FileProgress | IngestSummary]:
+        """Yields per-document progress events, then the summary. With `prune_roots`, documents of
+        the library whose source lies under one of them but was not seen this time are removed."""
+        if not items and not prune_roots:
             raise InvalidArgument("nothing to ingest: give paths or files")
         start = self._clock()
         docs = expand(items, library)
@@ -127,8 +130,23 @@ class IngestPipeline:
                     self._vectors.build_ann_index(self._ann_min_rows)
             except Exception:  # exact search still works; the next run tries again
                 log.exception("building the ANN index failed")
+        if prune_roots:
+            seen = {doc.document_id for doc in docs if isinstance(doc, DocItem)}
+            yield from self._prune(library, prune_roots, seen, summary, len(docs))
         summary.seconds = self._clock() - start
         yield summary
+
+    def _prune(
+        self, library: str, roots: Sequence[str], seen: set[str], summary: IngestSummary, total: int
+    ) -> Iterator[FileProgress]:
+        for doc in self._catalog.list(library):
+            gone = doc.document_id not in seen and any(
+                doc.source == r or doc.source.startswith((r.rstrip("/") + "/", r + "#")) for r in roots
+            )
+            if gone:
+                self.delete_document(library, doc.document_id)
+                summary.removed += 1
+                yield FileProgress(doc.source, FileStage.REMOVED, total, total, doc.document_id)
 
     def _prepare(self, item: DocItem, library: str, known: dict[str, str], index: int) -> _Prepared | None:
         if item.size > self._max_bytes:

@@ -11,7 +11,7 @@ from ragstack import convert
 from ragstack.domain import FileProgress, IngestSummary, library_name
 from ragstack.v1 import ingest_pb2, ingest_pb2_grpc
 from services.ingest.pipeline import IngestPipeline
-from services.ingest.sources import collect_paths, upload_items
+from services.ingest.sources import collect_paths, resolved, upload_items
 
 _END = object()
 
@@ -29,7 +29,8 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         library = library_name(request.library, self._default_library)
         items = collect_paths(request.paths) + upload_items((f.filename, f.content) for f in request.files)
         async with self._write_lock:
-            events = self._pipeline.run(items, library)
+            roots = resolved(request.paths) if request.prune else []
+            events = self._pipeline.run(items, library, roots)
             while (event := await asyncio.to_thread(next, events, _END)) is not _END:
                 if isinstance(event, FileProgress):
                     yield convert.progress_to_pb(event)

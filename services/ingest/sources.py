@@ -76,6 +76,11 @@ def collect_paths(paths: Iterable[str]) -> list[SourceItem]:
     return items
 
 
+def resolved(paths: Iterable[str]) -> list[str]:
+    """Paths as the sources of their documents are written: absolute, resolved."""
+    return [str(Path(p).expanduser().resolve()) for p in paths]
+
+
 def upload_items(files: Iterable[tuple[str, bytes]]) -> list[SourceItem]:
     return [SourceItem(name, "", functools.partial(bytes, content), len(content)) for name, content in files]
 

@@ -71,7 +71,7 @@ def test_cli_ingest_then_ask_embedded(tmp_path: Path) -> None:
         timeout=300,
     )
     assert ingest.returncode == 0, ingest.stderr
-    assert "12 files: 12 indexed, 0 unchanged, 0 failed" in ingest.stderr
+    assert "12 files: 12 indexed, 0 unchanged, 0 failed, 0 removed" in ingest.stderr
     again = subprocess.run(
         [*RAGSTACK, "-c", str(config), "ingest", str(SAMPLES)],
         capture_output=True,

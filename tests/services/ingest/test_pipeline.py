@@ -161,3 +161,26 @@ def test_libraries_are_isolated(setup, tmp_path: Path) -> None:  # type: ignore[
     assert not lexical.search("quasars", "a", 5) and lexical.search("quasars", "b", 5)
     assert dense.count("a") == 0 and dense.count("b") == 1
     assert pipeline.get_document("b", "1").library == "b"
+
+
+def test_prune_removes_what_disappeared(setup, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    pipeline, docs, _, (dense, lexical) = setup
+    run(pipeline, [docs])
+    gone = docs / "bm25.md"
+    gone.unlink()
+    events = list(pipeline.run(collect_paths([str(docs)]), "default", [str(docs)]))
+    summary = events[-1]
+    assert isinstance(summary, IngestSummary) and summary.removed == 1 and summary.unchanged == 11
+    removed = [e for e in events if isinstance(e, FileProgress) and e.stage == FileStage.REMOVED]
+    assert [Path(e.source).name for e in removed] == ["bm25.md"]
+    assert all(Path(c.source).name != "bm25.md" for c, _ in lexical.search("Okapi BM25", "default", 50))
+    assert len(pipeline.list_documents("default")) == 11
+    # Without prune nothing is removed; a corpus line that disappears is pruned by its file.
+    corpus = beir_corpus(tmp_path / "corpus.jsonl", {"1": "Quasars emit radio waves.", "2": "Pulsars spin."})
+    list(pipeline.run(collect_paths([str(corpus)]), "c"))
+    beir_corpus(corpus, {"1": "Quasars emit radio waves."})
+    list(pipeline.run(collect_paths([str(corpus)]), "c"))
+    assert {d.document_id for d in pipeline.list_documents("c")} == {"1", "2"}
+    list(pipeline.run(collect_paths([str(corpus)]), "c", [str(corpus)]))
+    assert {d.document_id for d in pipeline.list_documents("c")} == {"1"}
+    assert dense.count("c") == 1
