@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Form, Request, UploadFile
 from fastapi.responses import JSONResponse
 from google.protobuf.json_format import MessageToDict
 from opentelemetry import trace
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette.sse import EventSourceResponse
 
+from gateway.limits import BodyLimit
 from ragstack import convert
 from ragstack.domain import SearchMode
 from ragstack.errors import RagstackError, RpcError
@@ -65,11 +67,20 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
 
 
-def create_app(upstreams: Upstreams) -> FastAPI:
+def create_app(upstreams: Upstreams, max_upload_mb: float = 100.0, max_request_kb: int = 64) -> FastAPI:
     app = FastAPI(
         title="RAGStack gateway",
         version="0.1.0",
         description="Ask questions over your documents and get cited, verified answers.",
+    )
+    app.add_middleware(
+        BodyLimit,
+        max_bytes=int(max_upload_mb * 1024 * 1024),
+        paths=("/v1/ingest",),
+        setting="gateway.max_upload_mb",
+    )
+    app.add_middleware(
+        BodyLimit, max_bytes=max_request_kb * 1024, paths=("/v1/query",), setting="gateway.max_request_kb"
     )
 
     @app.exception_handler(RagstackError)
@@ -111,8 +122,6 @@ def create_app(upstreams: Upstreams) -> FastAPI:
             return done
 
         async def sse() -> AsyncIterator[dict[str, str]]:
-            import json
-
             try:
                 async for kind, data in events():
                     yield {"event": kind, "data": json.dumps(data, ensure_ascii=False)}
@@ -120,6 +129,23 @@ def create_app(upstreams: Upstreams) -> FastAPI:
                 code = exc.code
                 message = exc.message if isinstance(exc, RpcError) else str(exc)
                 yield {"event": "error", "data": json.dumps({"code": code, "message": message})}
+
+        return EventSourceResponse(sse(), ping=15)
+
+    @app.post("/v1/ingest", tags=["documents"])
+    async def ingest(files: list[UploadFile], library: str = Form("")) -> EventSourceResponse:
+        """Ingests uploaded files (multipart, field `files`) into `library`; streams one `file`
+        event per file and stage, then a `summary` event."""
+        payload = [(f.filename or "upload", await f.read()) for f in files]
+
+        async def sse() -> AsyncIterator[dict[str, str]]:
+            try:
+                async for response in upstreams.ingest.ingest_pb(payload, library):
+                    kind, data = _event_json(response)
+                    yield {"event": kind, "data": json.dumps(data, ensure_ascii=False)}
+            except RagstackError as exc:
+                message = exc.message if isinstance(exc, RpcError) else str(exc)
+                yield {"event": "error", "data": json.dumps({"code": exc.code, "message": message})}
 
         return EventSourceResponse(sse(), ping=15)
 

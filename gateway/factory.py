@@ -33,4 +33,4 @@ def build(cfg: Config, peers: Mapping[str, str]) -> tuple[FastAPI, Callable[[], 
         for channel in channels.values():
             await channel.close()
 
-    return create_app(upstreams), close
+    return create_app(upstreams, cfg.gateway.max_upload_mb, cfg.gateway.max_request_kb), close

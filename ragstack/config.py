@@ -137,6 +137,13 @@ class DeadlinesConfig(_Strict):
     health_s: float = Field(2.0, gt=0)
 
 
+class GatewayConfig(_Strict):
+    max_upload_mb: float = Field(
+        100.0, gt=0, description="POST /v1/ingest bodies over this are refused (413)."
+    )
+    max_request_kb: int = Field(64, ge=1, description="Other request bodies over this are refused (413).")
+
+
 class TelemetryConfig(_Strict):
     otlp_endpoint: str | None = Field(None, description="OTLP/gRPC collector; none means no exporter.")
     service_name: str = "ragstack"
@@ -158,6 +165,7 @@ class Config(_Strict):
     verify: VerifyConfig = VerifyConfig()
     llm: LLMConfig = LLMConfig()
     deadlines: DeadlinesConfig = DeadlinesConfig()
+    gateway: GatewayConfig = GatewayConfig()
     telemetry: TelemetryConfig = TelemetryConfig()
     traces: TracesConfig = TracesConfig()
 

@@ -178,6 +178,22 @@ class IngestClient:
         self._deadline = deadline_s
         self._short = short_deadline_s
 
+    async def ingest_pb(
+        self, files: Iterable[tuple[str, bytes]], library: str = ""
+    ) -> AsyncIterator[ingest_pb2.IngestResponse]:
+        """The raw event stream for uploaded files (the gateway relays it as JSON)."""
+        req = ingest_pb2.IngestRequest(
+            library=library, files=[ingest_pb2.FileUpload(filename=n, content=c) for n, c in files]
+        )
+        call = self._stub.Ingest(req, timeout=self._deadline)
+        try:
+            async for event in call:
+                yield event
+        except grpc.aio.AioRpcError as err:
+            raise _rpc_error(err) from None
+        finally:
+            call.cancel()
+
     async def ingest(
         self,
         paths: Iterable[str] = (),

@@ -81,3 +81,36 @@ async def test_errors_are_json_with_status(stack) -> None:
         docs = (await client.get("/v1/documents")).json()["documents"]
         assert len(docs) == 12 and all(d["document_id"] for d in docs)
         assert (await client.get("/openapi.json")).json()["paths"]["/v1/query"]
+
+
+async def test_upload_ingest_streams_progress_and_limits(stack) -> None:
+    async with httpx.AsyncClient(base_url=stack.gateway_url, timeout=60) as client:
+        files = [
+            (
+                "files",
+                ("notes.md", b"# Notes\n\nThe okapi lives in the Congo rainforest.\n", "text/markdown"),
+            ),
+            ("files", ("bad.exe", b"MZ\x90", "application/octet-stream")),
+        ]
+        events: list[tuple[str, dict]] = []
+        async with client.stream("POST", "/v1/ingest", files=files, data={"library": "uploads"}) as resp:
+            assert resp.status_code == 200
+            kind = ""
+            async for line in resp.aiter_lines():
+                if line.startswith("event:"):
+                    kind = line.split(":", 1)[1].strip()
+                elif line.startswith("data:") and kind:
+                    events.append((kind, json.loads(line.split(":", 1)[1])))
+        stages = [(e["source"], e["stage"]) for k, e in events if k == "file"]
+        assert ("notes.md", "FILE_STAGE_INDEXED") in stages and ("bad.exe", "FILE_STAGE_FAILED") in stages
+        summary = events[-1]
+        assert summary[0] == "summary" and summary[1]["indexed"] == 1 and summary[1]["failed"] == 1
+        docs = (await client.get("/v1/documents", params={"library": "uploads"})).json()["documents"]
+        assert [d["source"] for d in docs] == ["notes.md"]
+
+        huge = [("files", ("big.txt", b"x" * (101 * 1024 * 1024), "text/plain"))]
+        refused = await client.post("/v1/ingest", files=huge)
+        assert refused.status_code == 413
+        assert "gateway.max_upload_mb" in refused.json()["error"]["message"]
+        long_query = await client.post("/v1/query", json={"question": "q" * 3000, "padding": "x" * 70_000})
+        assert long_query.status_code == 413 and "max_request_kb" in long_query.json()["error"]["message"]
