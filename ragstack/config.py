@@ -77,6 +77,12 @@ class RetrieveConfig(_Strict):
         "score", description="Hybrid fusion: min-max normalised scores (score) or reciprocal rank (rrf)."
     )
     rrf_k: int = Field(60, ge=1, description="Reciprocal rank fusion constant.")
+    page_weight: float = Field(
+        0.25,
+        ge=0,
+        le=1,
+        description="Score fusion: weight of whole-page BM25 hits (mapped to their best chunk).",
+    )
     dense_weight: float = Field(
         0.5, ge=0, le=1, description="Score fusion: weight of dense; lexical gets the rest."
     )

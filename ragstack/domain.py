@@ -56,6 +56,19 @@ class Chunk:
     media_type: str = ""
 
 
+@dataclass(frozen=True)
+class PageText:
+    """A whole page (or, for a format without pages, the whole document as page 0) for the lexical
+    index, so terms that chunking put in different chunks still meet."""
+
+    document_id: str
+    library: str
+    page: int
+    text: str
+    title: str = ""
+    media_type: str = ""
+
+
 HEADING_SEP = "\x1f"
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ragstack.errors import RagstackError
 
-LAYOUT_VERSION = 3
+LAYOUT_VERSION = 4
 _FILE = "layout.json"
 
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ragstack.domain import Chunk, SearchFilter, heading_key
+from ragstack.domain import Chunk, PageText, SearchFilter, heading_key
 from ragstack.errors import RagstackError
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -25,6 +25,7 @@ def _schema() -> Any:
     b.add_text_field("title", stored=True, tokenizer_name="en_stem")
     b.add_text_field("heading", stored=False, tokenizer_name="en_stem")
     b.add_text_field("text", stored=True, tokenizer_name="en_stem")
+    b.add_text_field("kind", stored=False, tokenizer_name="raw")  # chunk | page
     b.add_text_field("media_type", stored=False, tokenizer_name="raw")
     b.add_text_field("heading_key", stored=False, tokenizer_name="raw")
     b.add_text_field("meta", stored=True, index_option="basic", tokenizer_name="raw")
@@ -75,8 +76,14 @@ class LexicalStore:
                     "or ingest): stop it, or let commands reach it at its configured addresses"
                 ) from None
 
-    def replace_documents(self, library: str, document_ids: Sequence[str], chunks: Sequence[Chunk]) -> None:
-        """Replaces every chunk of `document_ids` in `library` with `chunks`, in one commit."""
+    def replace_documents(
+        self,
+        library: str,
+        document_ids: Sequence[str],
+        chunks: Sequence[Chunk],
+        pages: Sequence[PageText] = (),
+    ) -> None:
+        """Replaces every chunk and page of `document_ids` in `library`, in one commit."""
         import tantivy
 
         assert self._writer is not None, "read-only LexicalStore"
@@ -97,6 +104,7 @@ class LexicalStore:
                     chunk_id=c.chunk_id,
                     document_id=c.document_id,
                     doc_key=doc_key(c.library, c.document_id),
+                    kind="chunk",
                     media_type=c.media_type,
                     heading_key=heading_key(c.heading_path),
                     library=c.library,
@@ -104,6 +112,21 @@ class LexicalStore:
                     heading=" ".join(c.heading_path),
                     text=c.text,
                     meta=meta,
+                )
+            )
+        for p in pages:
+            self._writer.add_document(
+                tantivy.Document(
+                    chunk_id=f"{p.document_id}#page{p.page}",
+                    document_id=p.document_id,
+                    doc_key=doc_key(p.library, p.document_id),
+                    kind="page",
+                    media_type=p.media_type,
+                    library=p.library,
+                    title=p.title,
+                    heading=p.title,
+                    text=p.text,
+                    meta=json.dumps({"page": p.page}),
                 )
             )
         self._writer.commit()
@@ -122,33 +145,9 @@ class LexicalStore:
     def search(
         self, query: str, library: str, k: int, where: SearchFilter | None = None
     ) -> list[tuple[Chunk, float]]:
-        import tantivy
-
-        terms = query_terms(query)
-        if not terms:
-            return []
-        self._index.reload()
-        text_query = self._index.parse_query(" ".join(terms), list(self._boosts), field_boosts=self._boosts)
-        clauses = [
-            (tantivy.Occur.Must, text_query),
-            (tantivy.Occur.Must, tantivy.Query.term_query(self._schema, "library", library)),
-        ]
-        where = where or SearchFilter()
-        for field, values in (("document_id", where.document_ids), ("media_type", where.media_types)):
-            if values:
-                clauses.append(
-                    (tantivy.Occur.Must, tantivy.Query.term_set_query(self._schema, field, list(values)))
-                )
-        if where.heading_prefix:
-            pattern = _regex_literal(heading_key(where.heading_prefix)) + ".*"
-            clauses.append(
-                (tantivy.Occur.Must, tantivy.Query.regex_query(self._schema, "heading_key", pattern))
-            )
-        q = tantivy.Query.boolean_query(clauses)
-        searcher = self._index.searcher()
+        """BM25 over chunks."""
         out = []
-        for score, address in searcher.search(q, k).hits:
-            doc = searcher.doc(address)
+        for doc, score in self._search("chunk", query, library, k, where or SearchFilter()):
             meta = json.loads(doc["meta"][0])
             chunk = Chunk(
                 chunk_id=doc["chunk_id"][0],
@@ -162,5 +161,47 @@ class LexicalStore:
                 source=meta["source"],
                 media_type=meta.get("media_type", ""),
             )
-            out.append((chunk, float(score)))
+            out.append((chunk, score))
         return out
+
+    def search_pages(
+        self, query: str, library: str, k: int, where: SearchFilter | None = None
+    ) -> list[tuple[str, int, float]]:
+        """BM25 over whole pages: (document id, page, score); page 0 is a whole page-less document.
+        A heading-prefix filter does not apply to pages, so none are returned under one."""
+        where = where or SearchFilter()
+        if where.heading_prefix:
+            return []
+        return [
+            (doc["document_id"][0], int(json.loads(doc["meta"][0])["page"]), score)
+            for doc, score in self._search("page", query, library, k, where)
+        ]
+
+    def _search(
+        self, kind: str, query: str, library: str, k: int, where: SearchFilter
+    ) -> list[tuple[Any, float]]:
+        import tantivy
+
+        terms = query_terms(query)
+        if not terms:
+            return []
+        self._index.reload()
+        text_query = self._index.parse_query(" ".join(terms), list(self._boosts), field_boosts=self._boosts)
+        clauses = [
+            (tantivy.Occur.Must, text_query),
+            (tantivy.Occur.Must, tantivy.Query.term_query(self._schema, "library", library)),
+            (tantivy.Occur.Must, tantivy.Query.term_query(self._schema, "kind", kind)),
+        ]
+        for field, values in (("document_id", where.document_ids), ("media_type", where.media_types)):
+            if values:
+                clauses.append(
+                    (tantivy.Occur.Must, tantivy.Query.term_set_query(self._schema, field, list(values)))
+                )
+        if where.heading_prefix:
+            pattern = _regex_literal(heading_key(where.heading_prefix)) + ".*"
+            clauses.append(
+                (tantivy.Occur.Must, tantivy.Query.regex_query(self._schema, "heading_key", pattern))
+            )
+        q = tantivy.Query.boolean_query(clauses)
+        searcher = self._index.searcher()
+        return [(searcher.doc(address), float(score)) for score, address in searcher.search(q, k).hits]

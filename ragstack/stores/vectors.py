@@ -113,6 +113,12 @@ class _Snapshot:
             mask &= hit.to_numpy(zero_copy_only=False)
         return mask
 
+    def of_document(self, document_id: str) -> list[Chunk]:
+        import pyarrow.compute as pc
+
+        picked = self.rows.filter(pc.equal(self.rows["document_id"], document_id))
+        return [row_to_chunk(r) for r in picked.to_pylist()]
+
     def around(self, document_id: str, position: int, radius: int) -> list[Chunk]:
         if self._positions is None:
             ids = self.rows["document_id"].to_pylist()
@@ -244,6 +250,19 @@ class VectorStore:
             .to_list()
         )
         return [(row_to_chunk(r), 1.0 - float(r["_distance"])) for r in result]
+
+    def chunks_of(self, library: str, document_id: str) -> list[Chunk]:
+        """Every chunk of a document, in order."""
+        table = self._open()
+        if table is None:
+            return []
+        snapshot = self._snapshot(table, library)
+        if snapshot is not None:
+            found = snapshot.of_document(document_id)
+        else:
+            where = _sql_filter(library, SearchFilter(document_ids=(document_id,)))
+            found = [row_to_chunk(r) for r in table.search().where(where).limit(None).to_list()]
+        return sorted(found, key=lambda c: c.position)
 
     def around(self, library: str, document_id: str, position: int, radius: int) -> list[Chunk]:
         """The chunks of a document within `radius` positions of `position`, in order."""

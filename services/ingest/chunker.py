@@ -19,6 +19,18 @@ def page_marker(page: int) -> str:
     return f"<!-- page {page} -->"
 
 
+def split_pages(markdown: str) -> list[tuple[int, str]]:
+    """(page, text) for each page marker's page; [] when the text has no page markers."""
+    pages: list[tuple[int, list[str]]] = []
+    for line in markdown.splitlines():
+        marker = _PAGE.match(line.strip())
+        if marker:
+            pages.append((int(marker.group(1)), []))
+        elif pages:
+            pages[-1][1].append(line)
+    return [(page, "\n".join(lines).strip()) for page, lines in pages if "\n".join(lines).strip()]
+
+
 @dataclass(frozen=True)
 class Unit:
     """The smallest piece the chunker moves: a sentence, a code block, a table row, a list item."""

@@ -19,11 +19,11 @@ from typing import Protocol
 import numpy as np
 from opentelemetry import trace
 
-from ragstack.domain import Chunk, Document, FileProgress, FileStage, IngestSummary
+from ragstack.domain import Chunk, Document, FileProgress, FileStage, IngestSummary, PageText
 from ragstack.errors import DocumentNotFound, InvalidArgument, RagstackError
 from ragstack.stores.catalog import Catalog
 from services.ingest import readers
-from services.ingest.chunker import chunk_markdown
+from services.ingest.chunker import chunk_markdown, split_pages
 from services.ingest.sources import DocItem, Rejected, SourceItem, expand
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,11 @@ class VectorWriter(Protocol):
 
 class LexicalWriter(Protocol):
     def replace_documents(
-        self, library: str, document_ids: Sequence[str], chunks: Sequence[Chunk]
+        self,
+        library: str,
+        document_ids: Sequence[str],
+        chunks: Sequence[Chunk],
+        pages: Sequence[PageText] = (),
     ) -> None: ...
     def delete_document(self, library: str, document_id: str) -> None: ...
 
@@ -56,6 +60,7 @@ class _Prepared:
     item: DocItem
     document: Document
     chunks: list[Chunk]
+    pages: list[PageText]
 
 
 def embedding_text(chunk: Chunk) -> str:
@@ -191,7 +196,14 @@ class IngestPipeline:
             media_type=parsed.media_type,
             chunk_count=len(chunks),
         )
-        return _Prepared(index, item, document, chunks)
+        # Whole pages go to the lexical index too; a page-less document split into several chunks
+        # goes whole, as page 0.
+        page_texts = split_pages(parsed.markdown) or ([(0, parsed.markdown)] if len(chunks) > 1 else [])
+        pages = [
+            PageText(item.document_id, library, page, text, parsed.title, parsed.media_type)
+            for page, text in page_texts
+        ]
+        return _Prepared(index, item, document, chunks, pages)
 
     def _flush(
         self, batch: list[_Prepared], library: str, summary: IngestSummary, total: int
@@ -214,7 +226,7 @@ class IngestPipeline:
         try:
             with tracer.start_as_current_span("ingest.index", attributes={"documents": len(batch)}):
                 self._vectors.replace_documents(library, ids, chunks, vectors)
-                self._lexical.replace_documents(library, ids, chunks)
+                self._lexical.replace_documents(library, ids, chunks, [pg for p in batch for pg in p.pages])
                 indexed_at = self._now().isoformat()
                 self._catalog.upsert(
                     Document(**{**p.document.__dict__, "indexed_at": indexed_at}) for p in batch

@@ -35,6 +35,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         max_score_texts=cfg.retrieve.max_score_texts,
         fusion=cfg.retrieve.fusion,
         dense_weight=cfg.retrieve.dense_weight,
+        page_weight=cfg.retrieve.page_weight,
         max_per_document=cfg.retrieve.max_per_document,
         max_context_chars=cfg.retrieve.max_context_chars,
         reranker=_reranker(res),

@@ -12,6 +12,7 @@ from opentelemetry import trace
 
 from ragstack.domain import Chunk, SearchFilter, SearchHit, SearchMode, SignalScore
 from ragstack.errors import InvalidArgument
+from ragstack.text import content_words
 from services.retrieve.fusion import normalized_score_fusion, reciprocal_rank_fusion
 
 tracer = trace.get_tracer("ragstack.retrieve")
@@ -29,12 +30,16 @@ class DenseIndex(Protocol):
         self, vector: np.ndarray, library: str, k: int, where: SearchFilter | None = None
     ) -> list[tuple[Chunk, float]]: ...
     def around(self, library: str, document_id: str, position: int, radius: int) -> list[Chunk]: ...
+    def chunks_of(self, library: str, document_id: str) -> list[Chunk]: ...
 
 
 class LexicalIndex(Protocol):
     def search(
         self, query: str, library: str, k: int, where: SearchFilter | None = None
     ) -> list[tuple[Chunk, float]]: ...
+    def search_pages(
+        self, query: str, library: str, k: int, where: SearchFilter | None = None
+    ) -> list[tuple[str, int, float]]: ...
 
 
 class Reranker(Protocol):
@@ -71,6 +76,7 @@ class Searcher:
         max_context_chars: int = 6000,
         reranker: Reranker | None = None,
         rerank_factor: int = 10,
+        page_weight: float = 0.25,
     ) -> None:
         self._embedder = embedder
         self._dense = dense
@@ -81,7 +87,7 @@ class Searcher:
         self._rrf_k = rrf_k
         self._max_score_texts = max_score_texts
         self._fusion = fusion
-        self._weights = {"dense": dense_weight, "lexical": 1.0 - dense_weight}
+        self._weights = {"dense": dense_weight, "lexical": 1.0 - dense_weight, "page": page_weight}
         self._max_per_document = max_per_document
         self._max_context_chars = max_context_chars
         self._reranker = reranker
@@ -98,20 +104,20 @@ class Searcher:
         mode = SearchMode.HYBRID if q.mode == SearchMode.AUTO else q.mode
         # Over-fetch so that the per-document cap still leaves k hits.
         n = max(self._candidates, k * 3 if cap else k, k * self._rerank_factor if self._reranker else 0)
-        if mode == SearchMode.LEXICAL:
-            hits = _single("lexical", await self._lexical_hits(text, q.library, n, q.where))
-        elif mode == SearchMode.DENSE:
+        if mode == SearchMode.DENSE:
             hits = _single("dense", await self._dense_hits(text, q.library, n, q.where))
         else:
-            lexical, dense = await asyncio.gather(
-                self._lexical_hits(text, q.library, n, q.where), self._dense_hits(text, q.library, n, q.where)
-            )
-            lists = {"lexical": lexical, "dense": dense}
-            with tracer.start_as_current_span("retrieve.fuse", attributes={"fusion": self._fusion}):
-                if self._fusion == "score":
-                    hits = normalized_score_fusion(lists, self._weights)
-                else:
-                    hits = reciprocal_rank_fusion(lists, self._rrf_k)
+            searches = [
+                self._lexical_hits(text, q.library, n, q.where),
+                self._page_hits(text, q.library, n, q.where),
+            ]
+            if mode == SearchMode.HYBRID:
+                searches.append(self._dense_hits(text, q.library, n, q.where))
+            found = await asyncio.gather(*searches)
+            lists = dict(zip(("lexical", "page", "dense"), found, strict=False))
+            if not lists["page"]:
+                del lists["page"]  # nothing paged matched: the signal is left out, not reported as zeros
+            hits = self._fuse(lists) if len(lists) > 1 else _single("lexical", lists["lexical"])
         if self._reranker is not None:
             hits = await self._rerank(text, hits[: k * self._rerank_factor])
         hits = cap_per_document(hits, cap)[:k]
@@ -119,6 +125,31 @@ class Searcher:
             with tracer.start_as_current_span("retrieve.expand"):
                 hits = await asyncio.to_thread(self._expand, q.library, hits)
         return hits, mode
+
+    def _fuse(self, lists: dict[str, list[tuple[Chunk, float]]]) -> list[SearchHit]:
+        with tracer.start_as_current_span("retrieve.fuse", attributes={"fusion": self._fusion}):
+            if self._fusion == "score":
+                return normalized_score_fusion(lists, self._weights)
+            return reciprocal_rank_fusion(lists, self._rrf_k)
+
+    async def _page_hits(
+        self, query: str, library: str, k: int, where: SearchFilter
+    ) -> list[tuple[Chunk, float]]:
+        """Whole-page BM25 hits, each mapped to the chunk of its page that holds most query words."""
+        with tracer.start_as_current_span("retrieve.pages"):
+            return await asyncio.to_thread(self._map_pages, query, library, k, where)
+
+    def _map_pages(self, query: str, library: str, k: int, where: SearchFilter) -> list[tuple[Chunk, float]]:
+        words = content_words(query)
+        out = []
+        for document_id, page, score in self._lexical.search_pages(query, library, k, where):
+            chunks = self._dense.chunks_of(library, document_id)
+            on_page = [c for c in chunks if page == 0 or page in c.pages] or chunks
+            if on_page:
+                best = max(on_page, key=lambda c: (len(words & content_words(c.text)), -c.position))
+                if where.accepts(best):
+                    out.append((best, score))
+        return out
 
     async def _rerank(self, query: str, hits: list[SearchHit]) -> list[SearchHit]:
         assert self._reranker is not None

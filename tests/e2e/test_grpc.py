@@ -124,7 +124,7 @@ async def test_explicit_mode_wins_and_signals_are_reported(stack) -> None:
         )
     assert resp.mode == common_pb2.SEARCH_MODE_HYBRID and len(resp.hits) == 4
     signals = {s.signal for s in resp.hits[0].signals}
-    assert signals == {"lexical", "dense", "fusion"}
+    assert {"lexical", "dense", "fusion"} <= signals <= {"lexical", "dense", "page", "fusion"}
     assert [h.score for h in resp.hits] == sorted((h.score for h in resp.hits), reverse=True)
 
 
@@ -234,3 +234,26 @@ async def test_filters_cap_and_context(stack) -> None:
             "Fact number"
         )
         assert all(not h.context for h in await search(top_k=3))
+
+
+async def test_whole_pages_find_terms_that_chunks_split(stack) -> None:
+    filler = " ".join(f"Filler sentence {i} about nothing in particular." for i in range(120))
+    text = (
+        f"# Field notes\n\n## North\n\nThe zephyr marker appears here. {filler}\n\n"
+        f"## South\n\nA quokka was seen. {filler}\n"
+    )
+    async with grpc.aio.insecure_channel(stack.peers["ingest"]) as channel:
+        upload = ingest_pb2.FileUpload(filename="notes.md", content=text.encode())
+        async for _ in ingest_pb2_grpc.IngestServiceStub(channel).Ingest(
+            ingest_pb2.IngestRequest(library="pages", files=[upload]), timeout=60
+        ):
+            pass
+    async with grpc.aio.insecure_channel(stack.peers["retrieve"]) as channel:
+        resp = await retrieve_pb2_grpc.RetrieveServiceStub(channel).Search(
+            retrieve_pb2.SearchRequest(
+                query="zephyr quokka", library="pages", top_k=3, mode=common_pb2.SEARCH_MODE_LEXICAL
+            ),
+            timeout=10,
+        )
+    page = {s.signal: s for s in resp.hits[0].signals}["page"]
+    assert page.rank == 1 and page.score > 0

@@ -48,6 +48,10 @@ def test_every_document_ingests(tmp_path: Path, embedder) -> None:  # type: igno
     assert summary.indexed == len(items)
     media = {d.media_type for d in pipeline.list_documents("docs")}
     assert {"application/pdf", "text/csv", "text/html"} <= media
+    # Whole pages are in the lexical index beside the chunks, with their page numbers.
+    lexical = LexicalStore(tmp_path / "tantivy")
+    pages = lexical.search_pages("Row and Column Access Control", "docs", 10)
+    assert pages and all(page >= 1 for _, page, _ in pages)
 
 
 def test_scanned_pdf_is_read_by_ocr() -> None:

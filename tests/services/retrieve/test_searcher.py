@@ -38,6 +38,12 @@ class ListIndex:
     def around(self, library, document_id, position, radius):  # type: ignore[no-untyped-def]
         return [c for c in CHUNKS if c.document_id == document_id and abs(c.position - position) <= radius]
 
+    def chunks_of(self, library, document_id):  # type: ignore[no-untyped-def]
+        return [c for c in CHUNKS if c.document_id == document_id]
+
+    def search_pages(self, query, library, k, where=None):  # type: ignore[no-untyped-def]
+        return []
+
 
 class Embedder:
     name = "fake"
