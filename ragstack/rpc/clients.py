@@ -71,6 +71,17 @@ def _rpc_error(err: grpc.aio.AioRpcError) -> RpcError:
     return RpcError(err.code().name, err.details() or "")
 
 
+async def _stream(call: Any) -> AsyncIterator[Any]:
+    """The messages of a server stream; failures as RpcError; the call cancelled if the consumer stops."""
+    try:
+        async for message in call:
+            yield message
+    except grpc.aio.AioRpcError as err:
+        raise _rpc_error(err) from None
+    finally:
+        call.cancel()
+
+
 class RetrieveClient:
     def __init__(self, channel: grpc.aio.Channel, deadline_s: float) -> None:
         self._stub = retrieve_pb2_grpc.RetrieveServiceStub(channel)
@@ -146,14 +157,8 @@ class AgentClient:
         req = agent_pb2.AskRequest(
             question=question, library=library, mode=convert.mode_to_pb(mode), top_k=top_k
         )
-        call = self._stub.Ask(req, timeout=self._deadline)
-        try:
-            async for event in call:
-                yield event
-        except grpc.aio.AioRpcError as err:
-            raise _rpc_error(err) from None
-        finally:
-            call.cancel()
+        async for event in _stream(self._stub.Ask(req, timeout=self._deadline)):
+            yield event
 
     async def ask(
         self, question: str, library: str = "", mode: d.SearchMode = d.SearchMode.AUTO, top_k: int = 0
@@ -185,14 +190,8 @@ class IngestClient:
         req = ingest_pb2.IngestRequest(
             library=library, files=[ingest_pb2.FileUpload(filename=n, content=c) for n, c in files]
         )
-        call = self._stub.Ingest(req, timeout=self._deadline)
-        try:
-            async for event in call:
-                yield event
-        except grpc.aio.AioRpcError as err:
-            raise _rpc_error(err) from None
-        finally:
-            call.cancel()
+        async for event in _stream(self._stub.Ingest(req, timeout=self._deadline)):
+            yield event
 
     async def ingest(
         self,
@@ -207,14 +206,8 @@ class IngestClient:
             paths=list(paths),
             files=[ingest_pb2.FileUpload(filename=n, content=c) for n, c in files],
         )
-        call = self._stub.Ingest(req, timeout=self._deadline)
-        try:
-            async for event in call:
-                yield convert.ingest_event_from_pb(event)
-        except grpc.aio.AioRpcError as err:
-            raise _rpc_error(err) from None
-        finally:
-            call.cancel()
+        async for event in _stream(self._stub.Ingest(req, timeout=self._deadline)):
+            yield convert.ingest_event_from_pb(event)
 
     async def list_documents(self, library: str = "") -> list[d.Document]:
         try:

@@ -7,9 +7,10 @@ import json
 import httpx
 
 
-async def _sse(client: httpx.AsyncClient, body: dict) -> list[tuple[str, dict]]:
+async def _sse(client: httpx.AsyncClient, path: str, **request) -> list[tuple[str, dict]]:  # type: ignore[no-untyped-def]
+    """The (event, data) pairs of a Server-Sent Events response."""
     events: list[tuple[str, dict]] = []
-    async with client.stream("POST", "/v1/query", json=body, headers={"accept": "text/event-stream"}) as resp:
+    async with client.stream("POST", path, headers={"accept": "text/event-stream"}, **request) as resp:
         assert resp.status_code == 200
         assert resp.headers["content-type"].startswith("text/event-stream")
         kind = ""
@@ -32,7 +33,9 @@ async def test_health(stack) -> None:
 
 async def test_query_over_sse(stack, spans) -> None:
     async with httpx.AsyncClient(base_url=stack.gateway_url, timeout=60) as client:
-        events = await _sse(client, {"question": "How does RAGStack decide to abstain from answering?"})
+        events = await _sse(
+            client, "/v1/query", json={"question": "How does RAGStack decide to abstain from answering?"}
+        )
         kinds = [k for k, _ in events]
         assert kinds[0] == "start" and kinds[-1] == "done"
         assert {"route", "tool_call", "evidence", "delta", "verification"} <= set(kinds)
@@ -92,15 +95,7 @@ async def test_upload_ingest_streams_progress_and_limits(stack) -> None:
             ),
             ("files", ("bad.exe", b"MZ\x90", "application/octet-stream")),
         ]
-        events: list[tuple[str, dict]] = []
-        async with client.stream("POST", "/v1/ingest", files=files, data={"library": "uploads"}) as resp:
-            assert resp.status_code == 200
-            kind = ""
-            async for line in resp.aiter_lines():
-                if line.startswith("event:"):
-                    kind = line.split(":", 1)[1].strip()
-                elif line.startswith("data:") and kind:
-                    events.append((kind, json.loads(line.split(":", 1)[1])))
+        events = await _sse(client, "/v1/ingest", files=files, data={"library": "uploads"})
         stages = [(e["source"], e["stage"]) for k, e in events if k == "file"]
         assert ("notes.md", "FILE_STAGE_INDEXED") in stages and ("bad.exe", "FILE_STAGE_FAILED") in stages
         summary = events[-1]
