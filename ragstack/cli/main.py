@@ -276,6 +276,44 @@ def bench_ingest_cmd(ctx: click.Context, corpus: Path) -> None:
     click.echo(json.dumps(report))
 
 
+@cli.group(name="traces")
+def traces_group() -> None:
+    """Read the JSON traces queries wrote (in <data_dir>/traces)."""
+
+
+@traces_group.command(name="list")
+@click.option("-n", "--limit", default=20, show_default=True, help="Newest traces shown.")
+@click.pass_context
+def traces_list(ctx: click.Context, limit: int) -> None:
+    """The newest traces: id, time, route, confidence and the question."""
+    from ragstack.traces import TraceStore
+
+    cfg = _config(ctx)
+    store = TraceStore(cfg.traces_dir, cfg.traces.retention)
+    for path in store.list()[:limit]:
+        t = store.read(path.stem)
+        flag = "withheld" if t.get("abstained") else "answered"
+        click.echo(
+            f"{path.stem}  {t.get('started_at', '')[:19]}  {t.get('route', {}).get('mode', '-'):7}  "
+            f"{flag}  conf {float(t.get('confidence', 0.0)):.2f}  {t.get('question', '')[:60]}"
+        )
+
+
+@traces_group.command(name="show")
+@click.argument("trace_id")
+@click.pass_context
+def traces_show(ctx: click.Context, trace_id: str) -> None:
+    """One trace as JSON."""
+    from ragstack.traces import TraceStore
+
+    cfg = _config(ctx)
+    try:
+        trace = TraceStore(cfg.traces_dir, cfg.traces.retention).read(trace_id)
+    except RagstackError as err:
+        raise click.ClickException(str(err)) from None
+    click.echo(json.dumps(trace, indent=2, ensure_ascii=False))
+
+
 def main() -> None:
     cli(prog_name="ragstack")
 

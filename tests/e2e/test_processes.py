@@ -91,6 +91,22 @@ def test_cli_ingest_then_ask_embedded(tmp_path: Path) -> None:
     done = json.loads(ask.stdout)
     assert "Cormack" in done["answer"] and done["citations"] and done["manifest"]["claims"]
     assert (tmp_path / "data" / "traces" / f"{done['trace_id']}.json").exists()
+    listed = subprocess.run(
+        [*RAGSTACK, "-c", str(config), "traces", "list"],
+        capture_output=True,
+        text=True,
+        env=env(),
+        check=True,
+    )
+    assert done["trace_id"] in listed.stdout and "Who proposed" in listed.stdout
+    shown = subprocess.run(
+        [*RAGSTACK, "-c", str(config), "traces", "show", done["trace_id"]],
+        capture_output=True,
+        text=True,
+        env=env(),
+        check=True,
+    )
+    assert json.loads(shown.stdout)["answer"] == done["answer"]
     text = subprocess.run(
         [*RAGSTACK, "-c", str(config), "ask", "Who proposed reciprocal rank fusion?"],
         capture_output=True,
