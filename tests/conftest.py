@@ -32,6 +32,7 @@ def make_config(data_dir: Path, **sections: dict) -> Config:
         "models": {"embedder_dir": str(MODEL_DIR)},
         "services": {n: {"port": 0} for n in ("ingest", "retrieve", "agent", "verify", "gateway")},
         "llm": {"enabled": False},
+        "retrieve": {"page_search": True},  # exercised in the tests; off by default
     }
     for key, value in sections.items():
         raw.setdefault(key, {}).update(value)

@@ -75,6 +75,7 @@ class _Snapshot:
     matrix: np.ndarray
     rows: pa.Table
     _positions: dict[tuple[str, int], int] | None = None
+    _by_document: dict[str, list[int]] | None = None
 
     @classmethod
     def from_arrow(cls, version: int, data: pa.Table, dimension: int) -> _Snapshot:
@@ -114,10 +115,14 @@ class _Snapshot:
         return mask
 
     def of_document(self, document_id: str) -> list[Chunk]:
-        import pyarrow.compute as pc
-
-        picked = self.rows.filter(pc.equal(self.rows["document_id"], document_id))
-        return [row_to_chunk(r) for r in picked.to_pylist()]
+        if self._by_document is None:
+            index: dict[str, list[int]] = {}
+            for i, doc in enumerate(self.rows["document_id"].to_pylist()):
+                index.setdefault(doc, []).append(i)
+            object.__setattr__(self, "_by_document", index)
+        assert self._by_document is not None
+        picked = self._by_document.get(document_id, [])
+        return [row_to_chunk(r) for r in self.rows.take(pa.array(picked, type=pa.int64())).to_pylist()]
 
     def around(self, document_id: str, position: int, radius: int) -> list[Chunk]:
         if self._positions is None:

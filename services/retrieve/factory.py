@@ -35,11 +35,11 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         max_score_texts=cfg.retrieve.max_score_texts,
         fusion=cfg.retrieve.fusion,
         dense_weight=cfg.retrieve.dense_weight,
-        page_weight=cfg.retrieve.page_weight,
         max_per_document=cfg.retrieve.max_per_document,
         max_context_chars=cfg.retrieve.max_context_chars,
         reranker=_reranker(res),
         rerank_factor=cfg.retrieve.rerank_factor,
+        page_search=cfg.retrieve.page_search,
     )
     return ServiceSpec(name="retrieve", register=register(RetrieveServicer(searcher, cfg.library)))
 

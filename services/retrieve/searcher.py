@@ -76,7 +76,7 @@ class Searcher:
         max_context_chars: int = 6000,
         reranker: Reranker | None = None,
         rerank_factor: int = 10,
-        page_weight: float = 0.25,
+        page_search: bool = False,
     ) -> None:
         self._embedder = embedder
         self._dense = dense
@@ -87,11 +87,12 @@ class Searcher:
         self._rrf_k = rrf_k
         self._max_score_texts = max_score_texts
         self._fusion = fusion
-        self._weights = {"dense": dense_weight, "lexical": 1.0 - dense_weight, "page": page_weight}
+        self._weights = {"dense": dense_weight, "lexical": 1.0 - dense_weight}
         self._max_per_document = max_per_document
         self._max_context_chars = max_context_chars
         self._reranker = reranker
         self._rerank_factor = rerank_factor
+        self._page_search = page_search
 
     async def search(self, q: Query) -> tuple[list[SearchHit], SearchMode]:
         text = q.text.strip()
@@ -107,17 +108,17 @@ class Searcher:
         if mode == SearchMode.DENSE:
             hits = _single("dense", await self._dense_hits(text, q.library, n, q.where))
         else:
-            searches = [
-                self._lexical_hits(text, q.library, n, q.where),
-                self._page_hits(text, q.library, n, q.where),
-            ]
+            searches = [self._lexical_hits(text, q.library, n, q.where)]
             if mode == SearchMode.HYBRID:
                 searches.append(self._dense_hits(text, q.library, n, q.where))
+            if self._page_search:
+                searches.append(self._page_hits(text, q.library, n, q.where))
             found = await asyncio.gather(*searches)
-            lists = dict(zip(("lexical", "page", "dense"), found, strict=False))
-            if not lists["page"]:
-                del lists["page"]  # nothing paged matched: the signal is left out, not reported as zeros
-            hits = self._fuse(lists) if len(lists) > 1 else _single("lexical", lists["lexical"])
+            lexical = merge_page_hits(found[0], found[-1]) if self._page_search else found[0]
+            if mode == SearchMode.LEXICAL:
+                hits = _single("lexical", lexical)
+            else:
+                hits = self._fuse({"lexical": lexical, "dense": found[1]})
         if self._reranker is not None:
             hits = await self._rerank(text, hits[: k * self._rerank_factor])
         hits = cap_per_document(hits, cap)[:k]
@@ -232,3 +233,25 @@ def cap_per_document(hits: list[SearchHit], cap: int) -> list[SearchHit]:
             seen[h.chunk.document_id] = n + 1
             out.append(h)
     return out
+
+
+def merge_page_hits(
+    chunks: list[tuple[Chunk, float]], pages: list[tuple[Chunk, float]]
+) -> list[tuple[Chunk, float]]:
+    """One lexical list from chunk hits and page hits (each mapped to a chunk): both min-max
+    normalised, each chunk at the better of its two scores. A chunk whose page matches the query
+    better than the chunk alone (terms split across chunks) rises; documents without pages lose
+    nothing. Without page hits the chunk list is returned as it is (raw BM25 scores)."""
+    if not pages:
+        return chunks
+    best: dict[str, tuple[Chunk, float]] = {}
+    for hits in (chunks, pages):
+        if not hits:
+            continue
+        scores = [s for _, s in hits]
+        lo, hi = min(scores), max(scores)
+        for chunk, score in hits:
+            norm = (score - lo) / (hi - lo) if hi > lo else 1.0
+            if chunk.chunk_id not in best or norm > best[chunk.chunk_id][1]:
+                best[chunk.chunk_id] = (chunk, norm)
+    return sorted(best.values(), key=lambda x: (-x[1], x[0].chunk_id))

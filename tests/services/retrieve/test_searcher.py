@@ -9,7 +9,7 @@ import pytest
 
 from ragstack.domain import Chunk, SearchFilter, SearchMode
 from ragstack.errors import InvalidArgument
-from services.retrieve.searcher import Query, Searcher
+from services.retrieve.searcher import Query, Searcher, merge_page_hits
 
 
 def chunk(doc: str, pos: int, text: str) -> Chunk:
@@ -100,3 +100,12 @@ async def test_validation() -> None:
         await searcher().search(Query("  ", "lib"))
     with pytest.raises(InvalidArgument, match="max_top_k"):
         await searcher().search(Query("q", "lib", top_k=11))
+
+
+def test_page_hits_merge_into_the_lexical_list() -> None:
+    a, b, c = CHUNKS[0], CHUNKS[2], CHUNKS[3]
+    chunk_hits = [(a, 10.0), (b, 6.0), (c, 2.0)]  # normalised: a 1.0, b 0.5, c 0.0
+    page_hits = [(c, 8.0), (b, 4.0)]  # normalised: c 1.0, b 0.0
+    merged = merge_page_hits(chunk_hits, page_hits)
+    assert [(ch.chunk_id, s) for ch, s in merged] == [("a:0", 1.0), ("c:0", 1.0), ("b:0", 0.5)]
+    assert merge_page_hits(chunk_hits, []) == chunk_hits
