@@ -67,6 +67,9 @@ class IngestConfig(_Strict):
     overlap_sentences: int = Field(1, ge=0, le=10, description="Sentences repeated at chunk starts.")
     max_file_mb: float = Field(50.0, gt=0, description="Files larger than this fail with the limit named.")
     batch_chunks: int = Field(256, ge=1, description="Chunks embedded and written together.")
+    crawl_max_pages: int = Field(50, ge=1, description="Crawler: pages fetched per start URL.")
+    crawl_max_depth: int = Field(2, ge=0, description="Crawler: link hops from the start URL.")
+    crawl_delay_s: float = Field(0.5, ge=0, description="Crawler: pause between two requests to the host.")
 
 
 class RetrieveConfig(_Strict):

@@ -92,17 +92,24 @@ def serve(ctx: click.Context, service: str | None, no_gateway: bool) -> None:
 
 
 @cli.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
 @click.option("-l", "--library", default="", help="Target library (default from config).")
 @click.option("--prune", is_flag=True, help="Sync: remove documents under PATHS whose files are gone.")
+@click.option(
+    "--url", "urls", multiple=True, help="Crawl this web page and its same-host links (repeatable)."
+)
 @click.pass_context
-def ingest(ctx: click.Context, paths: tuple[Path, ...], library: str, prune: bool) -> None:
-    """Ingest files and folders into a library, with progress and a summary. Unchanged files are
-    skipped; changed ones are re-indexed."""
+def ingest(
+    ctx: click.Context, paths: tuple[Path, ...], library: str, prune: bool, urls: tuple[str, ...]
+) -> None:
+    """Ingest files, folders and web pages into a library, with progress and a summary. Unchanged
+    documents are skipped; changed ones are re-indexed."""
     from ragstack.cli.output import ingest_progress
 
+    if not paths and not urls:
+        raise click.UsageError("give PATHS or --url")
     cfg = _config(ctx)
-    summary = _run(ingest_progress(cfg, [str(p.resolve()) for p in paths], library, prune))
+    summary = _run(ingest_progress(cfg, [str(p.resolve()) for p in paths], library, prune, list(urls)))
     if summary.failed:
         sys.exit(1 if summary.failed == summary.files else 0)
 

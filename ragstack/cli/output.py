@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -21,7 +21,7 @@ _DONE_STAGES = {d.FileStage.INDEXED, d.FileStage.UNCHANGED, d.FileStage.FAILED}
 
 
 async def ingest_progress(
-    cfg: Config, paths: list[str], library: str, prune: bool = False
+    cfg: Config, paths: list[str], library: str, prune: bool = False, urls: Sequence[str] = ()
 ) -> d.IngestSummary:
     console = Console(stderr=True)
     summary = d.IngestSummary()
@@ -37,7 +37,7 @@ async def ingest_progress(
             transient=False,
         ) as bar:
             task = bar.add_task("", total=None)
-            async for event in client.ingest(paths=paths, library=library, prune=prune):
+            async for event in client.ingest(paths=paths, library=library, prune=prune, urls=urls):
                 if isinstance(event, d.IngestSummary):
                     summary = event
                     continue

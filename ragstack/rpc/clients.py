@@ -199,10 +199,12 @@ class IngestClient:
         files: Iterable[tuple[str, bytes]] = (),
         library: str = "",
         prune: bool = False,
+        urls: Iterable[str] = (),
     ) -> AsyncIterator[d.FileProgress | d.IngestSummary]:
         req = ingest_pb2.IngestRequest(
             library=library,
             prune=prune,
+            urls=list(urls),
             paths=list(paths),
             files=[ingest_pb2.FileUpload(filename=n, content=c) for n, c in files],
         )

@@ -36,16 +36,18 @@ class FileUpload(_message.Message):
     def __init__(self, filename: _Optional[str] = ..., content: _Optional[bytes] = ...) -> None: ...
 
 class IngestRequest(_message.Message):
-    __slots__ = ("library", "paths", "files", "prune")
+    __slots__ = ("library", "paths", "files", "prune", "urls")
     LIBRARY_FIELD_NUMBER: _ClassVar[int]
     PATHS_FIELD_NUMBER: _ClassVar[int]
     FILES_FIELD_NUMBER: _ClassVar[int]
     PRUNE_FIELD_NUMBER: _ClassVar[int]
+    URLS_FIELD_NUMBER: _ClassVar[int]
     library: str
     paths: _containers.RepeatedScalarFieldContainer[str]
     files: _containers.RepeatedCompositeFieldContainer[FileUpload]
     prune: bool
-    def __init__(self, library: _Optional[str] = ..., paths: _Optional[_Iterable[str]] = ..., files: _Optional[_Iterable[_Union[FileUpload, _Mapping]]] = ..., prune: _Optional[bool] = ...) -> None: ...
+    urls: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, library: _Optional[str] = ..., paths: _Optional[_Iterable[str]] = ..., files: _Optional[_Iterable[_Union[FileUpload, _Mapping]]] = ..., prune: _Optional[bool] = ..., urls: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class FileProgress(_message.Message):
     __slots__ = ("source", "stage", "document_id", "reason", "chunk_count", "index", "total")

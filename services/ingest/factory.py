@@ -10,6 +10,7 @@ from ragstack.stores.catalog import Catalog
 from ragstack.stores.layout import check_layout
 from ragstack.stores.lexical import LexicalStore
 from ragstack.stores.vectors import VectorStore
+from services.ingest.crawler import CrawlLimits
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.servicer import IngestServicer, register
 
@@ -38,6 +39,12 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
 
     return ServiceSpec(
         name="ingest",
-        register=register(IngestServicer(pipeline, cfg.library)),
+        register=register(
+            IngestServicer(
+                pipeline,
+                cfg.library,
+                CrawlLimits(cfg.ingest.crawl_max_pages, cfg.ingest.crawl_max_depth, cfg.ingest.crawl_delay_s),
+            )
+        ),
         aclose=close,
     )

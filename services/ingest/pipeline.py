@@ -96,7 +96,7 @@ class IngestPipeline:
         self._clock = clock
 
     def run(
-        self, items: Sequence[SourceItem], library: str, prune_roots: Sequence[str] = ()
+        self, items: Sequence[SourceItem | Rejected], library: str, prune_roots: Sequence[str] = ()
     ) -> Iterator[FileProgress | IngestSummary]:
         """Yields per-document progress events, then the summary. With `prune_roots`, documents of
         the library whose source lies under one of them but was not seen this time are removed."""

@@ -93,7 +93,7 @@ def parse(name: str, data: bytes, kind: str = "") -> Parsed:
     or for empty content."""
     if kind == "beir":
         return _corpus_line(data)
-    suffix = PurePath(name).suffix.lower()
+    suffix = ".html" if kind == "html" else PurePath(name).suffix.lower()
     if suffix not in SUPPORTED:
         raise UnsupportedFormat(
             f"unsupported format {suffix or '(no extension)'}; supported: {', '.join(sorted(SUPPORTED))}"
@@ -112,7 +112,7 @@ def parse(name: str, data: bytes, kind: str = "") -> Parsed:
     if suffix in DOCLING:
         from services.ingest.docling_reader import convert
 
-        markdown, title = convert(PurePath(name).name, data)
+        markdown, title = convert(PurePath(name).name if kind != "html" else "page.html", data)
         if not markdown.replace("<!-- page", "").strip():
             raise UnsupportedFormat("no text found")
         return Parsed(title or _title_from_name(name), DOCLING[suffix], markdown)

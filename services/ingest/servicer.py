@@ -10,15 +10,19 @@ import grpc
 from ragstack import convert
 from ragstack.domain import FileProgress, IngestSummary, library_name
 from ragstack.v1 import ingest_pb2, ingest_pb2_grpc
+from services.ingest.crawler import CrawlLimits, crawl
 from services.ingest.pipeline import IngestPipeline
-from services.ingest.sources import collect_paths, resolved, upload_items
+from services.ingest.sources import Rejected, SourceItem, collect_paths, resolved, upload_items
 
 _END = object()
 
 
 class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
-    def __init__(self, pipeline: IngestPipeline, default_library: str) -> None:
+    def __init__(
+        self, pipeline: IngestPipeline, default_library: str, crawl_limits: CrawlLimits | None = None
+    ) -> None:
         self._pipeline = pipeline
+        self._crawl_limits = crawl_limits or CrawlLimits()
         self._default_library = default_library
         # The stores have one writer each: batches and deletes run one at a time.
         self._write_lock = asyncio.Lock()
@@ -27,7 +31,14 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         self, request: ingest_pb2.IngestRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[ingest_pb2.IngestResponse]:
         library = library_name(request.library, self._default_library)
-        items = collect_paths(request.paths) + upload_items((f.filename, f.content) for f in request.files)
+        items: list[SourceItem | Rejected] = [
+            *collect_paths(request.paths),
+            *upload_items((f.filename, f.content) for f in request.files),
+        ]
+        for url in request.urls:
+            pages, skipped = await asyncio.to_thread(crawl, url, self._crawl_limits)
+            items.extend(pages)
+            items.extend(Rejected(u, why) for u, why in skipped)
         async with self._write_lock:
             roots = resolved(request.paths) if request.prune else []
             events = self._pipeline.run(items, library, roots)

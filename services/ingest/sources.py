@@ -27,6 +27,7 @@ class SourceItem:
     revision: str
     read: Callable[[], bytes]
     size: int
+    kind: str = ""  # "html" for a crawled page; "" lets the reader go by extension
 
 
 @dataclass(frozen=True)
@@ -85,16 +86,23 @@ def upload_items(files: Iterable[tuple[str, bytes]]) -> list[SourceItem]:
     return [SourceItem(name, "", functools.partial(bytes, content), len(content)) for name, content in files]
 
 
-def expand(items: Iterable[SourceItem], library: str) -> list[DocItem | Rejected]:
-    """The documents of the items, in order."""
+def expand(items: Iterable[SourceItem | Rejected], library: str) -> list[DocItem | Rejected]:
+    """The documents of the items, in order (rejected items pass through, to be reported)."""
     out: list[DocItem | Rejected] = []
     for item in items:
-        if PurePath(item.source).suffix.lower() == ".jsonl":
+        if isinstance(item, Rejected):
+            out.append(item)
+        elif PurePath(item.source).suffix.lower() == ".jsonl":
             out.extend(_corpus_lines(item))
         else:
             out.append(
                 DocItem(
-                    item.source, document_id_for(library, item.source), item.revision, item.size, item.read
+                    item.source,
+                    document_id_for(library, item.source),
+                    item.revision,
+                    item.size,
+                    item.read,
+                    item.kind,
                 )
             )
     return out
