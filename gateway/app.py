@@ -63,6 +63,21 @@ def _event_json(response: Any) -> tuple[str, dict[str, Any]]:
     return kind, body
 
 
+def _message(exc: RagstackError) -> str:
+    return exc.message if isinstance(exc, RpcError) else str(exc)
+
+
+async def _sse(responses: AsyncIterator[Any]) -> AsyncIterator[dict[str, str]]:
+    """A stream's events as SSE: the oneof field names the event, its JSON is the data. A failure
+    midway becomes a last `error` event (the status line is already sent)."""
+    try:
+        async for response in responses:
+            kind, data = _event_json(response)
+            yield {"event": kind, "data": json.dumps(data, ensure_ascii=False)}
+    except RagstackError as exc:
+        yield {"event": "error", "data": json.dumps({"code": exc.code, "message": _message(exc)})}
+
+
 def _error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
 
@@ -85,9 +100,7 @@ def create_app(upstreams: Upstreams, max_upload_mb: float = 100.0, max_request_k
 
     @app.exception_handler(RagstackError)
     async def domain_error(_: Request, exc: RagstackError) -> JSONResponse:
-        code = exc.code
-        message = exc.message if isinstance(exc, RpcError) else str(exc)
-        return _error(HTTP_STATUS.get(code, 500), code, message)
+        return _error(HTTP_STATUS.get(exc.code, 500), exc.code, _message(exc))
 
     @app.get("/health/live", tags=["health"])
     async def live() -> dict[str, str]:
@@ -109,45 +122,26 @@ def create_app(upstreams: Upstreams, max_upload_mb: float = 100.0, max_request_k
         )
         mode = SearchMode(body.mode)
 
-        async def events() -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        async def events() -> AsyncIterator[Any]:
             with tracer.start_as_current_span("POST /v1/query"):
                 async for response in upstreams.agent.ask_pb(body.question, body.library, mode, body.top_k):
-                    yield _event_json(response)
+                    yield response
 
         if wants_json:
             done: dict[str, Any] = {}
-            async for kind, data in events():
+            async for response in events():
+                kind, data = _event_json(response)
                 if kind == "done":
                     done = data
             return done
-
-        async def sse() -> AsyncIterator[dict[str, str]]:
-            try:
-                async for kind, data in events():
-                    yield {"event": kind, "data": json.dumps(data, ensure_ascii=False)}
-            except RagstackError as exc:
-                code = exc.code
-                message = exc.message if isinstance(exc, RpcError) else str(exc)
-                yield {"event": "error", "data": json.dumps({"code": code, "message": message})}
-
-        return EventSourceResponse(sse(), ping=15)
+        return EventSourceResponse(_sse(events()), ping=15)
 
     @app.post("/v1/ingest", tags=["documents"])
     async def ingest(files: list[UploadFile], library: str = Form("")) -> EventSourceResponse:
         """Ingests uploaded files (multipart, field `files`) into `library`; streams one `file`
         event per file and stage, then a `summary` event."""
         payload = [(f.filename or "upload", await f.read()) for f in files]
-
-        async def sse() -> AsyncIterator[dict[str, str]]:
-            try:
-                async for response in upstreams.ingest.ingest_pb(payload, library):
-                    kind, data = _event_json(response)
-                    yield {"event": kind, "data": json.dumps(data, ensure_ascii=False)}
-            except RagstackError as exc:
-                message = exc.message if isinstance(exc, RpcError) else str(exc)
-                yield {"event": "error", "data": json.dumps({"code": exc.code, "message": message})}
-
-        return EventSourceResponse(sse(), ping=15)
+        return EventSourceResponse(_sse(upstreams.ingest.ingest_pb(payload, library)), ping=15)
 
     @app.get("/v1/traces/{trace_id}", tags=["traces"])
     async def get_trace(trace_id: str) -> dict[str, Any]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from ragstack.errors import InvalidArgument
+
 
 class SearchMode(enum.StrEnum):
     AUTO = "auto"
@@ -234,8 +236,6 @@ _LIBRARY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ
 
 def library_name(raw: str, default: str) -> str:
     """The library a request names (or the default), checked: 1-64 of [A-Za-z0-9_.-]."""
-    from ragstack.errors import InvalidArgument
-
     name = raw or default
     if len(name) > 64 or not set(name) <= _LIBRARY_CHARS:
         raise InvalidArgument(f"invalid library name {name!r}: use 1-64 of A-Z a-z 0-9 _ . -")

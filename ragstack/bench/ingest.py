@@ -19,9 +19,10 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
 from ragstack import domain as d
+from ragstack.cli.session import embedded_config, ingest_with_progress
 from ragstack.config import Config
 from ragstack.resources import Resources
-from ragstack.rpc.clients import IngestClient, open_channel
+from ragstack.rpc.clients import open_channel
 from ragstack.serve import start_stack
 from ragstack.telemetry import setup_tracing
 
@@ -47,14 +48,9 @@ async def _ingest(
 ) -> tuple[d.IngestSummary, float]:
     stack = await start_stack(cfg, services=("ingest",), gateway=False, resources=res)
     channel = open_channel(stack.peers["ingest"])
-    summary = d.IngestSummary()
     start = time.perf_counter()
     try:
-        async for event in IngestClient(channel, cfg.deadlines.ingest_s).ingest(paths=paths, library=library):
-            if isinstance(event, d.IngestSummary):
-                summary = event
-            elif event.stage in (d.FileStage.INDEXED, d.FileStage.UNCHANGED, d.FileStage.FAILED):
-                on_progress(stage, event.index, event.total)
+        summary = await ingest_with_progress(cfg, channel, paths, library, on_progress, stage)
     finally:
         wall = time.perf_counter() - start
         await channel.close()
@@ -67,10 +63,7 @@ def bench_ingest(cfg: Config, corpus: Path, on_progress: Callable[[str, int, int
     clock = _StageClock()
     trace.get_tracer_provider().add_span_processor(clock)  # type: ignore[attr-defined]
     with tempfile.TemporaryDirectory() as tmp:
-        local = cfg.model_copy(deep=True)
-        local.data_dir = Path(tmp) / "data"
-        for name in ("ingest", "retrieve", "agent", "verify"):
-            getattr(local.services, name).port = 0
+        local = embedded_config(cfg, Path(tmp) / "data")
         res = Resources(local)
         res.embedder.embed(["warm-up"])
         copy = Path(tmp) / corpus.name

@@ -9,11 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from ragstack import domain as d
-from ragstack.cli.session import connect
+from ragstack.cli.session import connect, ingest_with_progress
 from ragstack.config import Config
 from ragstack.evals import beir
 from ragstack.evals.metrics import percentile
-from ragstack.evals.retrieval import ingest_corpus
 from ragstack.rpc.clients import RetrieveClient
 
 
@@ -31,7 +30,9 @@ async def bench_query(
     queries = list(data.queries.values())[:limit]
     rows: list[dict[str, Any]] = []
     async with connect(cfg, needed=("ingest", "retrieve"), start=("retrieve", "ingest")) as session:
-        summary = await ingest_corpus(cfg, session.channels["ingest"], data, on_progress)
+        summary = await ingest_with_progress(
+            cfg, session.channels["ingest"], [str(data.corpus)], data.library, on_progress
+        )
         client = RetrieveClient(session.channels["retrieve"], cfg.deadlines.retrieve_s)
         for mode in modes:
             await client.search(queries[0], data.library, top_k, d.SearchMode(mode))  # warm-up

@@ -4,12 +4,14 @@ address, otherwise an embedded stack started in this process for the command's d
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 
 from ragstack.config import Config
+from ragstack.domain import FileStage, IngestSummary
 from ragstack.rpc.clients import GRPC_SERVICES, check_health, open_channel
 
 
@@ -25,6 +27,16 @@ async def _serving(address: str, service: str) -> bool:
         return await check_health(channel, GRPC_SERVICES[service], 0.5) == "SERVING"
     finally:
         await channel.close()
+
+
+def embedded_config(cfg: Config, data_dir: Path | None = None) -> Config:
+    """`cfg` for services started inside a command: free loopback ports, optionally other stores."""
+    local = cfg.model_copy(deep=True)
+    for name in GRPC_SERVICES:
+        getattr(local.services, name).port = 0
+    if data_dir is not None:
+        local.data_dir = data_dir
+    return local
 
 
 @contextlib.asynccontextmanager
@@ -43,10 +55,7 @@ async def connect(cfg: Config, needed: Sequence[str], start: Sequence[str]) -> A
 
     from ragstack.serve import start_stack
 
-    local = cfg.model_copy(deep=True)
-    for name in GRPC_SERVICES:
-        getattr(local.services, name).port = 0
-    stack = await start_stack(local, services=start, gateway=False)
+    stack = await start_stack(embedded_config(cfg), services=start, gateway=False)
     channels = {n: open_channel(stack.peers[n]) for n in needed}
     try:
         yield Session(channels, embedded=True)
@@ -54,3 +63,23 @@ async def connect(cfg: Config, needed: Sequence[str], start: Sequence[str]) -> A
         for c in channels.values():
             await c.close()
         await stack.stop()
+
+
+async def ingest_with_progress(
+    cfg: Config,
+    channel: grpc.aio.Channel,
+    paths: Sequence[str],
+    library: str,
+    on_progress: Callable[[str, int, int], None],
+    stage: str = "ingest",
+) -> IngestSummary:
+    """Ingests `paths` into `library`, reporting (stage, done, total) per finished document."""
+    from ragstack.rpc.clients import IngestClient
+
+    summary = IngestSummary()
+    async for event in IngestClient(channel, cfg.deadlines.ingest_s).ingest(paths=paths, library=library):
+        if isinstance(event, IngestSummary):
+            summary = event
+        elif event.stage in (FileStage.INDEXED, FileStage.UNCHANGED, FileStage.FAILED):
+            on_progress(stage, event.index, event.total)
+    return summary

@@ -9,27 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from ragstack import domain as d
-from ragstack.cli.session import connect
+from ragstack.cli.session import connect, ingest_with_progress
 from ragstack.config import Config
 from ragstack.evals import beir
 from ragstack.evals.metrics import mrr_at_k, ndcg_at_k, percentile, recall_at_k, unique_in_order
-from ragstack.rpc.clients import IngestClient, RetrieveClient
+from ragstack.rpc.clients import RetrieveClient
 
 MODES = ("lexical", "dense", "hybrid", "auto")
-
-
-async def ingest_corpus(
-    cfg: Config, channel: Any, data: beir.BeirSet, on_progress: Callable[[str, int, int], None]
-) -> d.IngestSummary:
-    """Brings the corpus's library up to date (unchanged documents are skipped)."""
-    ingest = IngestClient(channel, cfg.deadlines.ingest_s)
-    summary = d.IngestSummary()
-    async for event in ingest.ingest(paths=[str(data.corpus)], library=data.library):
-        if isinstance(event, d.IngestSummary):
-            summary = event
-        elif event.stage in (d.FileStage.INDEXED, d.FileStage.UNCHANGED, d.FileStage.FAILED):
-            on_progress("ingest", event.index, event.total)
-    return summary
 
 
 async def evaluate(
@@ -42,7 +28,9 @@ async def evaluate(
     data = beir.load(folder, split)
     depth = min(100, cfg.retrieve.max_top_k)
     async with connect(cfg, needed=("ingest", "retrieve"), start=("retrieve", "ingest")) as session:
-        summary = await ingest_corpus(cfg, session.channels["ingest"], data, on_progress)
+        summary = await ingest_with_progress(
+            cfg, session.channels["ingest"], [str(data.corpus)], data.library, on_progress
+        )
         retrieve = RetrieveClient(session.channels["retrieve"], cfg.deadlines.retrieve_s)
         per_query: dict[str, dict[str, float]] = {}
         latencies: list[float] = []

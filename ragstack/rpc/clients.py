@@ -12,6 +12,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ragstack import convert
 from ragstack import domain as d
+from ragstack.config import SERVICE_NAMES
 from ragstack.errors import RpcError
 from ragstack.v1 import (
     agent_pb2,
@@ -24,12 +25,8 @@ from ragstack.v1 import (
     verify_pb2_grpc,
 )
 
-GRPC_SERVICES = {
-    "ingest": "ragstack.v1.IngestService",
-    "retrieve": "ragstack.v1.RetrieveService",
-    "agent": "ragstack.v1.AgentService",
-    "verify": "ragstack.v1.VerifyService",
-}
+# Full proto names of the services, e.g. `ragstack.v1.IngestService`.
+GRPC_SERVICES = {name: f"ragstack.v1.{name.capitalize()}Service" for name in SERVICE_NAMES}
 
 # Only calls that change nothing are retried, and only when the peer was unreachable.
 _RETRY_POLICY = {

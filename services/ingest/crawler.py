@@ -17,7 +17,7 @@ import httpx
 from ragstack.errors import InvalidArgument
 from services.ingest.sources import SourceItem
 
-USER_AGENT = "RAGStack-crawler/0.1 (+https://github.com/ragstack)"
+USER_AGENT = "RAGStack-crawler/0.1"
 
 
 @dataclass(frozen=True)

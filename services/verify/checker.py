@@ -14,6 +14,7 @@ from typing import Protocol
 import numpy as np
 
 from ragstack.domain import Claim, Evidence, Manifest, Verdict, Verification
+from ragstack.errors import InvalidArgument
 from ragstack.text import content_words, numbers, split_sentences
 from services.verify.claims import DraftClaim, split_claims
 
@@ -97,8 +98,6 @@ class Verifier:
         evidence_score: float,
         abstain_threshold: float = 0.0,
     ) -> Verification:
-        from ragstack.errors import InvalidArgument
-
         if not answer.strip():
             raise InvalidArgument("answer is empty")
         by_ref = {e.ref: e for e in evidence}

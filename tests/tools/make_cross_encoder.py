@@ -17,6 +17,8 @@ tok = AutoTokenizer.from_pretrained(str(m.get_model_path()))
 model.save_pretrained(out)
 tok.save_pretrained(out)
 pairs = json.loads(sys.argv[2])
+if not pairs:  # only the model is wanted
+    sys.exit(0)
 with torch.no_grad():
     enc = tok(
         [q for q, _ in pairs], [p for _, p in pairs], padding=True, truncation=True, return_tensors="pt"
