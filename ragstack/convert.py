@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from ragstack import domain as d
-from ragstack.v1 import agent_pb2, common_pb2, ingest_pb2
+from ragstack.v1 import agent_pb2, common_pb2, ingest_pb2, retrieve_pb2
 
 _MODE_TO_PB: dict[d.SearchMode, common_pb2.SearchMode] = {
     d.SearchMode.AUTO: common_pb2.SEARCH_MODE_UNSPECIFIED,
     d.SearchMode.LEXICAL: common_pb2.SEARCH_MODE_LEXICAL,
     d.SearchMode.DENSE: common_pb2.SEARCH_MODE_DENSE,
     d.SearchMode.HYBRID: common_pb2.SEARCH_MODE_HYBRID,
+    d.SearchMode.GRAPH_LOCAL: common_pb2.SEARCH_MODE_GRAPH_LOCAL,
+    d.SearchMode.GRAPH_GLOBAL: common_pb2.SEARCH_MODE_GRAPH_GLOBAL,
 }
 _MODE_FROM_PB: dict[int, d.SearchMode] = {int(v): k for k, v in _MODE_TO_PB.items()}
 
@@ -104,6 +106,16 @@ def hit_to_pb(hit: d.SearchHit) -> common_pb2.SearchHit:
         score=hit.score,
         signals=[common_pb2.SignalScore(signal=s.signal, score=s.score, rank=s.rank) for s in hit.signals],
         context=hit.context,
+    )
+
+
+def community_to_pb(c: d.CommunityHit) -> retrieve_pb2.CommunityHit:
+    return retrieve_pb2.CommunityHit(
+        community_id=c.community_id,
+        summary=c.summary,
+        score=c.score,
+        entities=list(c.entities),
+        chunk_ids=list(c.chunk_ids),
     )
 
 
@@ -207,6 +219,10 @@ def summary_to_pb(s: d.IngestSummary) -> ingest_pb2.IngestResponse:
             chunks=s.chunks,
             seconds=s.seconds,
             failures=list(s.failures),
+            entities=s.entities,
+            relations=s.relations,
+            communities=s.communities,
+            communities_summarized=s.communities_summarized,
         )
     )
 
@@ -223,6 +239,10 @@ def ingest_event_from_pb(pb: ingest_pb2.IngestResponse) -> d.FileProgress | d.In
             chunks=s.chunks,
             seconds=s.seconds,
             failures=list(s.failures),
+            entities=s.entities,
+            relations=s.relations,
+            communities=s.communities,
+            communities_summarized=s.communities_summarized,
         )
     f = pb.file
     return d.FileProgress(

@@ -13,6 +13,8 @@ class SearchMode(enum.StrEnum):
     LEXICAL = "lexical"
     DENSE = "dense"
     HYBRID = "hybrid"
+    GRAPH_LOCAL = "graph"
+    GRAPH_GLOBAL = "graph-global"
 
 
 class Verdict(enum.StrEnum):
@@ -114,6 +116,17 @@ class SearchHit:
 
 
 @dataclass(frozen=True)
+class CommunityHit:
+    """A knowledge-graph community whose summary matched a query (graph global search)."""
+
+    community_id: str
+    summary: str
+    score: float
+    entities: tuple[str, ...] = ()
+    chunk_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Citation:
     ref: str
     chunk: Chunk
@@ -173,6 +186,10 @@ class IngestSummary:
     chunks: int = 0
     seconds: float = 0.0
     failures: list[str] = field(default_factory=list)
+    entities: int = 0  # the library's knowledge graph after the run
+    relations: int = 0
+    communities: int = 0
+    communities_summarized: int = 0  # summaries written by this run; the rest were kept
 
 
 # Events of an answer stream, in the order the agent emits them.

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ragstack.errors import RagstackError
 
-LAYOUT_VERSION = 4
+LAYOUT_VERSION = 5
 _FILE = "layout.json"
 
 

@@ -76,6 +76,7 @@ class _Snapshot:
     rows: pa.Table
     _positions: dict[tuple[str, int], int] | None = None
     _by_document: dict[str, list[int]] | None = None
+    _by_id: dict[str, int] | None = None
 
     @classmethod
     def from_arrow(cls, version: int, data: pa.Table, dimension: int) -> _Snapshot:
@@ -122,6 +123,15 @@ class _Snapshot:
             object.__setattr__(self, "_by_document", index)
         assert self._by_document is not None
         picked = self._by_document.get(document_id, [])
+        return [row_to_chunk(r) for r in self.rows.take(pa.array(picked, type=pa.int64())).to_pylist()]
+
+    def by_id(self, chunk_ids: Sequence[str]) -> list[Chunk]:
+        if self._by_id is None:
+            object.__setattr__(
+                self, "_by_id", {c: i for i, c in enumerate(self.rows["chunk_id"].to_pylist())}
+            )
+        assert self._by_id is not None
+        picked = [i for i in (self._by_id.get(c) for c in chunk_ids) if i is not None]
         return [row_to_chunk(r) for r in self.rows.take(pa.array(picked, type=pa.int64())).to_pylist()]
 
     def around(self, document_id: str, position: int, radius: int) -> list[Chunk]:
@@ -268,6 +278,23 @@ class VectorStore:
             where = _sql_filter(library, SearchFilter(document_ids=(document_id,)))
             found = [row_to_chunk(r) for r in table.search().where(where).limit(None).to_list()]
         return sorted(found, key=lambda c: c.position)
+
+    def chunks_by_id(self, library: str, chunk_ids: Sequence[str]) -> list[Chunk]:
+        """The chunks with these ids (those that exist), in the order asked."""
+        table = self._open()
+        if table is None or not chunk_ids:
+            return []
+        snapshot = self._snapshot(table, library)
+        if snapshot is not None:
+            return snapshot.by_id(chunk_ids)
+        found: dict[str, Chunk] = {}
+        for i in range(0, len(chunk_ids), 1000):
+            ids = ", ".join(sql_str(c) for c in chunk_ids[i : i + 1000])
+            where = f"library = {sql_str(library)} AND chunk_id IN ({ids})"
+            found.update(
+                (c.chunk_id, c) for c in map(row_to_chunk, table.search().where(where).limit(None).to_list())
+            )
+        return [found[c] for c in chunk_ids if c in found]
 
     def around(self, library: str, document_id: str, position: int, radius: int) -> list[Chunk]:
         """The chunks of a document within `radius` positions of `position`, in order."""

@@ -13,6 +13,8 @@ class SearchMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SEARCH_MODE_LEXICAL: _ClassVar[SearchMode]
     SEARCH_MODE_DENSE: _ClassVar[SearchMode]
     SEARCH_MODE_HYBRID: _ClassVar[SearchMode]
+    SEARCH_MODE_GRAPH_LOCAL: _ClassVar[SearchMode]
+    SEARCH_MODE_GRAPH_GLOBAL: _ClassVar[SearchMode]
 
 class Verdict(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -24,6 +26,8 @@ SEARCH_MODE_UNSPECIFIED: SearchMode
 SEARCH_MODE_LEXICAL: SearchMode
 SEARCH_MODE_DENSE: SearchMode
 SEARCH_MODE_HYBRID: SearchMode
+SEARCH_MODE_GRAPH_LOCAL: SearchMode
+SEARCH_MODE_GRAPH_GLOBAL: SearchMode
 VERDICT_UNSPECIFIED: Verdict
 VERDICT_SUPPORTED: Verdict
 VERDICT_PARTIAL: Verdict

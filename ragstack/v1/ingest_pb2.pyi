@@ -68,7 +68,7 @@ class FileProgress(_message.Message):
     def __init__(self, source: _Optional[str] = ..., stage: _Optional[_Union[FileStage, str]] = ..., document_id: _Optional[str] = ..., reason: _Optional[str] = ..., chunk_count: _Optional[int] = ..., index: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
 
 class IngestSummary(_message.Message):
-    __slots__ = ("files", "indexed", "unchanged", "failed", "chunks", "seconds", "failures", "removed")
+    __slots__ = ("files", "indexed", "unchanged", "failed", "chunks", "seconds", "failures", "removed", "entities", "relations", "communities", "communities_summarized")
     FILES_FIELD_NUMBER: _ClassVar[int]
     INDEXED_FIELD_NUMBER: _ClassVar[int]
     UNCHANGED_FIELD_NUMBER: _ClassVar[int]
@@ -77,6 +77,10 @@ class IngestSummary(_message.Message):
     SECONDS_FIELD_NUMBER: _ClassVar[int]
     FAILURES_FIELD_NUMBER: _ClassVar[int]
     REMOVED_FIELD_NUMBER: _ClassVar[int]
+    ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    RELATIONS_FIELD_NUMBER: _ClassVar[int]
+    COMMUNITIES_FIELD_NUMBER: _ClassVar[int]
+    COMMUNITIES_SUMMARIZED_FIELD_NUMBER: _ClassVar[int]
     files: int
     indexed: int
     unchanged: int
@@ -85,7 +89,11 @@ class IngestSummary(_message.Message):
     seconds: float
     failures: _containers.RepeatedScalarFieldContainer[str]
     removed: int
-    def __init__(self, files: _Optional[int] = ..., indexed: _Optional[int] = ..., unchanged: _Optional[int] = ..., failed: _Optional[int] = ..., chunks: _Optional[int] = ..., seconds: _Optional[float] = ..., failures: _Optional[_Iterable[str]] = ..., removed: _Optional[int] = ...) -> None: ...
+    entities: int
+    relations: int
+    communities: int
+    communities_summarized: int
+    def __init__(self, files: _Optional[int] = ..., indexed: _Optional[int] = ..., unchanged: _Optional[int] = ..., failed: _Optional[int] = ..., chunks: _Optional[int] = ..., seconds: _Optional[float] = ..., failures: _Optional[_Iterable[str]] = ..., removed: _Optional[int] = ..., entities: _Optional[int] = ..., relations: _Optional[int] = ..., communities: _Optional[int] = ..., communities_summarized: _Optional[int] = ...) -> None: ...
 
 class IngestResponse(_message.Message):
     __slots__ = ("file", "summary")

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from ragstack.v1 import common_pb2 as ragstack_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aragstack/v1/retrieve.proto\x12\x0bragstack.v1\x1a\x18ragstack/v1/common.proto\",\n\x0cScoreRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\r\n\x05texts\x18\x02 \x03(\t\"/\n\rScoreResponse\x12\x0e\n\x06scores\x18\x01 \x03(\x02\x12\x0e\n\x06scorer\x18\x02 \x01(\t\"\xda\x01\n\rSearchRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x0f\n\x07library\x18\x02 \x01(\t\x12\r\n\x05top_k\x18\x03 \x01(\x05\x12%\n\x04mode\x18\x04 \x01(\x0e\x32\x17.ragstack.v1.SearchMode\x12\x14\n\x0c\x64ocument_ids\x18\x05 \x03(\t\x12\x13\n\x0bmedia_types\x18\x06 \x03(\t\x12\x16\n\x0eheading_prefix\x18\x07 \x03(\t\x12\x18\n\x10max_per_document\x18\x08 \x01(\x05\x12\x16\n\x0e\x65xpand_context\x18\t \x01(\x08\"n\n\x0eSearchResponse\x12$\n\x04hits\x18\x01 \x03(\x0b\x32\x16.ragstack.v1.SearchHit\x12%\n\x04mode\x18\x02 \x01(\x0e\x32\x17.ragstack.v1.SearchMode\x12\x0f\n\x07took_ms\x18\x03 \x01(\x02\x32\x94\x01\n\x0fRetrieveService\x12\x41\n\x06Search\x12\x1a.ragstack.v1.SearchRequest\x1a\x1b.ragstack.v1.SearchResponse\x12>\n\x05Score\x12\x19.ragstack.v1.ScoreRequest\x1a\x1a.ragstack.v1.ScoreResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aragstack/v1/retrieve.proto\x12\x0bragstack.v1\x1a\x18ragstack/v1/common.proto\",\n\x0cScoreRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\r\n\x05texts\x18\x02 \x03(\t\"/\n\rScoreResponse\x12\x0e\n\x06scores\x18\x01 \x03(\x02\x12\x0e\n\x06scorer\x18\x02 \x01(\t\"\xda\x01\n\rSearchRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x0f\n\x07library\x18\x02 \x01(\t\x12\r\n\x05top_k\x18\x03 \x01(\x05\x12%\n\x04mode\x18\x04 \x01(\x0e\x32\x17.ragstack.v1.SearchMode\x12\x14\n\x0c\x64ocument_ids\x18\x05 \x03(\t\x12\x13\n\x0bmedia_types\x18\x06 \x03(\t\x12\x16\n\x0eheading_prefix\x18\x07 \x03(\t\x12\x18\n\x10max_per_document\x18\x08 \x01(\x05\x12\x16\n\x0e\x65xpand_context\x18\t \x01(\x08\"\x9e\x01\n\x0eSearchResponse\x12$\n\x04hits\x18\x01 \x03(\x0b\x32\x16.ragstack.v1.SearchHit\x12%\n\x04mode\x18\x02 \x01(\x0e\x32\x17.ragstack.v1.SearchMode\x12\x0f\n\x07took_ms\x18\x03 \x01(\x02\x12.\n\x0b\x63ommunities\x18\x04 \x03(\x0b\x32\x19.ragstack.v1.CommunityHit\"i\n\x0c\x43ommunityHit\x12\x14\n\x0c\x63ommunity_id\x18\x01 \x01(\t\x12\x0f\n\x07summary\x18\x02 \x01(\t\x12\r\n\x05score\x18\x03 \x01(\x02\x12\x10\n\x08\x65ntities\x18\x04 \x03(\t\x12\x11\n\tchunk_ids\x18\x05 \x03(\t2\x94\x01\n\x0fRetrieveService\x12\x41\n\x06Search\x12\x1a.ragstack.v1.SearchRequest\x1a\x1b.ragstack.v1.SearchResponse\x12>\n\x05Score\x12\x19.ragstack.v1.ScoreRequest\x1a\x1a.ragstack.v1.ScoreResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,8 +38,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SCORERESPONSE']._serialized_end=162
   _globals['_SEARCHREQUEST']._serialized_start=165
   _globals['_SEARCHREQUEST']._serialized_end=383
-  _globals['_SEARCHRESPONSE']._serialized_start=385
-  _globals['_SEARCHRESPONSE']._serialized_end=495
-  _globals['_RETRIEVESERVICE']._serialized_start=498
-  _globals['_RETRIEVESERVICE']._serialized_end=646
+  _globals['_SEARCHRESPONSE']._serialized_start=386
+  _globals['_SEARCHRESPONSE']._serialized_end=544
+  _globals['_COMMUNITYHIT']._serialized_start=546
+  _globals['_COMMUNITYHIT']._serialized_end=651
+  _globals['_RETRIEVESERVICE']._serialized_start=654
+  _globals['_RETRIEVESERVICE']._serialized_end=802
 # @@protoc_insertion_point(module_scope)

@@ -46,11 +46,27 @@ class SearchRequest(_message.Message):
     def __init__(self, query: _Optional[str] = ..., library: _Optional[str] = ..., top_k: _Optional[int] = ..., mode: _Optional[_Union[_common_pb2.SearchMode, str]] = ..., document_ids: _Optional[_Iterable[str]] = ..., media_types: _Optional[_Iterable[str]] = ..., heading_prefix: _Optional[_Iterable[str]] = ..., max_per_document: _Optional[int] = ..., expand_context: _Optional[bool] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
-    __slots__ = ("hits", "mode", "took_ms")
+    __slots__ = ("hits", "mode", "took_ms", "communities")
     HITS_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     TOOK_MS_FIELD_NUMBER: _ClassVar[int]
+    COMMUNITIES_FIELD_NUMBER: _ClassVar[int]
     hits: _containers.RepeatedCompositeFieldContainer[_common_pb2.SearchHit]
     mode: _common_pb2.SearchMode
     took_ms: float
-    def __init__(self, hits: _Optional[_Iterable[_Union[_common_pb2.SearchHit, _Mapping]]] = ..., mode: _Optional[_Union[_common_pb2.SearchMode, str]] = ..., took_ms: _Optional[float] = ...) -> None: ...
+    communities: _containers.RepeatedCompositeFieldContainer[CommunityHit]
+    def __init__(self, hits: _Optional[_Iterable[_Union[_common_pb2.SearchHit, _Mapping]]] = ..., mode: _Optional[_Union[_common_pb2.SearchMode, str]] = ..., took_ms: _Optional[float] = ..., communities: _Optional[_Iterable[_Union[CommunityHit, _Mapping]]] = ...) -> None: ...
+
+class CommunityHit(_message.Message):
+    __slots__ = ("community_id", "summary", "score", "entities", "chunk_ids")
+    COMMUNITY_ID_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_IDS_FIELD_NUMBER: _ClassVar[int]
+    community_id: str
+    summary: str
+    score: float
+    entities: _containers.RepeatedScalarFieldContainer[str]
+    chunk_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, community_id: _Optional[str] = ..., summary: _Optional[str] = ..., score: _Optional[float] = ..., entities: _Optional[_Iterable[str]] = ..., chunk_ids: _Optional[_Iterable[str]] = ...) -> None: ...

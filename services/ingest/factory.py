@@ -7,10 +7,13 @@ from collections.abc import Mapping
 from ragstack.resources import Resources
 from ragstack.service import ServiceSpec
 from ragstack.stores.catalog import Catalog
+from ragstack.stores.graph import GraphStore
 from ragstack.stores.layout import check_layout
 from ragstack.stores.lexical import LexicalStore
 from ragstack.stores.vectors import VectorStore
 from services.ingest.crawler import CrawlLimits
+from services.ingest.graph_extract import EntityExtractor
+from services.ingest.graph_index import GraphIndex
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.servicer import IngestServicer, register
 
@@ -21,6 +24,17 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
     embedder = res.embedder
     catalog = Catalog(cfg.data_dir / "catalog.sqlite")
     lexical = LexicalStore(cfg.data_dir / "tantivy" / "chunks", writer=True)
+    graph = (
+        GraphIndex(
+            GraphStore(cfg.data_dir / "lancedb", embedder.dimension, writer=True),
+            EntityExtractor(),
+            embedder,
+            seed=cfg.ingest.graph_seed,
+            resolution=cfg.ingest.graph_resolution,
+        )
+        if cfg.ingest.graph
+        else None
+    )
     pipeline = IngestPipeline(
         catalog=catalog,
         vectors=VectorStore(cfg.data_dir / "lancedb", embedder.dimension, writer=True),
@@ -31,6 +45,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         max_file_bytes=int(cfg.ingest.max_file_mb * 1024 * 1024),
         batch_chunks=cfg.ingest.batch_chunks,
         ann_min_rows=cfg.retrieve.ann_min_rows,
+        graph=graph,
     )
 
     async def close() -> None:

@@ -1,4 +1,5 @@
-"""The ingest pipeline: read → fingerprint → parse → chunk → embed → write the stores → catalog.
+"""The ingest pipeline: read → fingerprint → parse → chunk → embed → extract entities → write the
+stores → catalog; after the run, the graph's communities.
 
 Documents are prepared one by one and written in batches: the chunks of a batch are embedded in
 one call (sorted by length, so little padding) and each store is written once per batch. A file
@@ -21,9 +22,11 @@ from opentelemetry import trace
 
 from ragstack.domain import Chunk, Document, FileProgress, FileStage, IngestSummary, PageText
 from ragstack.errors import DocumentNotFound, InvalidArgument, RagstackError
+from ragstack.knowledge_graph import EntityMention, Relation
 from ragstack.stores.catalog import Catalog
 from services.ingest import readers
 from services.ingest.chunker import chunk_markdown, split_pages
+from services.ingest.graph_index import GraphIndex
 from services.ingest.sources import DocItem, Rejected, SourceItem, expand
 
 log = logging.getLogger(__name__)
@@ -80,6 +83,7 @@ class IngestPipeline:
         max_file_bytes: int,
         batch_chunks: int = 256,
         ann_min_rows: int = 200_000,
+        graph: GraphIndex | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -92,6 +96,7 @@ class IngestPipeline:
         self._max_bytes = max_file_bytes
         self._batch_chunks = batch_chunks
         self._ann_min_rows = ann_min_rows
+        self._graph = graph
         self._now = now
         self._clock = clock
 
@@ -138,8 +143,21 @@ class IngestPipeline:
         if prune_roots:
             seen = {doc.document_id for doc in docs if isinstance(doc, DocItem)}
             yield from self._prune(library, prune_roots, seen, summary, len(docs))
+        if self._graph is not None:
+            self._refresh_graph(library, summary, changed=bool(summary.indexed or summary.removed))
         summary.seconds = self._clock() - start
         yield summary
+
+    def _refresh_graph(self, library: str, summary: IngestSummary, changed: bool) -> None:
+        assert self._graph is not None
+        try:
+            with tracer.start_as_current_span("ingest.communities"):
+                counts = self._graph.refresh(library) if changed else self._graph.counts(library)
+        except Exception:  # the chunks are indexed; the next change refreshes the communities again
+            log.exception("refreshing the graph communities of %s failed", library)
+            return
+        summary.entities, summary.relations = counts.entities, counts.relations
+        summary.communities, summary.communities_summarized = counts.communities, counts.summarized
 
     def _prune(
         self, library: str, roots: Sequence[str], seen: set[str], summary: IngestSummary, total: int
@@ -223,10 +241,13 @@ class IngestPipeline:
             yield FileProgress(
                 p.item.source, FileStage.EMBEDDED, p.index, total, p.item.document_id, len(p.chunks)
             )
+        graph = self._extract(chunks)
         try:
             with tracer.start_as_current_span("ingest.index", attributes={"documents": len(batch)}):
                 self._vectors.replace_documents(library, ids, chunks, vectors)
                 self._lexical.replace_documents(library, ids, chunks, [pg for p in batch for pg in p.pages])
+                if self._graph is not None:
+                    self._graph.write(library, ids, *graph)
                 indexed_at = self._now().isoformat()
                 self._catalog.upsert(
                     Document(**{**p.document.__dict__, "indexed_at": indexed_at}) for p in batch
@@ -242,6 +263,18 @@ class IngestPipeline:
             yield FileProgress(
                 p.item.source, FileStage.INDEXED, p.index, total, p.item.document_id, len(p.chunks)
             )
+
+    def _extract(self, chunks: list[Chunk]) -> tuple[list[EntityMention], list[Relation]]:
+        """Entities and relations of a batch; none (logged) when extraction fails, which never
+        fails the documents themselves."""
+        if self._graph is None:
+            return [], []
+        try:
+            with tracer.start_as_current_span("ingest.graph", attributes={"chunks": len(chunks)}):
+                return self._graph.extract(chunks)
+        except Exception:
+            log.exception("entity extraction failed for a batch of %d chunks", len(chunks))
+            return [], []
 
     @staticmethod
     def _failed(
@@ -264,7 +297,11 @@ class IngestPipeline:
         self.get_document(library, document_id)
         removed = self._vectors.delete_document(library, document_id)
         self._lexical.delete_document(library, document_id)
+        if self._graph is not None:
+            self._graph.delete(library, document_id)
         self._catalog.delete(library, document_id)
+        if self._graph is not None:
+            self._refresh_graph(library, IngestSummary(), changed=True)
         return removed
 
 

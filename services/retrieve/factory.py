@@ -7,9 +7,11 @@ from collections.abc import Mapping
 from ragstack.reranking import CrossEncoder
 from ragstack.resources import Resources
 from ragstack.service import ServiceSpec
+from ragstack.stores.graph import GraphStore
 from ragstack.stores.layout import check_layout
 from ragstack.stores.lexical import LexicalStore
 from ragstack.stores.vectors import VectorStore
+from services.retrieve.graph_search import GraphSearch
 from services.retrieve.searcher import Searcher
 from services.retrieve.servicer import RetrieveServicer, register
 
@@ -18,15 +20,16 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
     cfg = res.cfg
     check_layout(cfg.data_dir)
     embedder = res.embedder
+    vectors = VectorStore(
+        cfg.data_dir / "lancedb",
+        embedder.dimension,
+        memory_rows=cfg.retrieve.memory_rows,
+        nprobes=cfg.retrieve.ann_nprobes,
+        refine_factor=cfg.retrieve.ann_refine_factor,
+    )
     searcher = Searcher(
         embedder=embedder,
-        dense=VectorStore(
-            cfg.data_dir / "lancedb",
-            embedder.dimension,
-            memory_rows=cfg.retrieve.memory_rows,
-            nprobes=cfg.retrieve.ann_nprobes,
-            refine_factor=cfg.retrieve.ann_refine_factor,
-        ),
+        dense=vectors,
         lexical=LexicalStore(cfg.data_dir / "tantivy" / "chunks", heading_boost=cfg.retrieve.heading_boost),
         default_top_k=cfg.retrieve.top_k,
         max_top_k=cfg.retrieve.max_top_k,
@@ -40,6 +43,13 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         reranker=_reranker(res),
         rerank_factor=cfg.retrieve.rerank_factor,
         page_search=cfg.retrieve.page_search,
+        graph=GraphSearch(
+            GraphStore(cfg.data_dir / "lancedb", embedder.dimension),
+            vectors,
+            neighbours=cfg.retrieve.graph_neighbours,
+            communities=cfg.retrieve.graph_communities,
+        ),
+        graph_weight=cfg.retrieve.graph_weight,
     )
     return ServiceSpec(name="retrieve", register=register(RetrieveServicer(searcher, cfg.library)))
 

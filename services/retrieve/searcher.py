@@ -1,4 +1,4 @@
-"""Lexical, dense and hybrid search over one library."""
+"""Lexical, dense, hybrid and graph search over one library."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from typing import Protocol
 import numpy as np
 from opentelemetry import trace
 
-from ragstack.domain import Chunk, SearchFilter, SearchHit, SearchMode, SignalScore
+from ragstack.domain import Chunk, CommunityHit, SearchFilter, SearchHit, SearchMode, SignalScore
 from ragstack.errors import InvalidArgument
 from ragstack.text import content_words
 from services.retrieve.fusion import normalized_score_fusion, reciprocal_rank_fusion
+from services.retrieve.graph_search import GraphSearch
 
 tracer = trace.get_tracer("ragstack.retrieve")
 CONTEXT_RADIUS = 2  # neighbours on each side considered for context expansion
@@ -59,6 +60,13 @@ class Query:
     expand_context: bool = False
 
 
+@dataclass(frozen=True)
+class SearchResult:
+    hits: list[SearchHit]
+    mode: SearchMode  # the strategy that ran
+    communities: tuple[CommunityHit, ...] = ()  # graph global search: the summaries used
+
+
 class Searcher:
     def __init__(
         self,
@@ -77,6 +85,8 @@ class Searcher:
         reranker: Reranker | None = None,
         rerank_factor: int = 10,
         page_search: bool = False,
+        graph: GraphSearch | None = None,
+        graph_weight: float = 0.0,
     ) -> None:
         self._embedder = embedder
         self._dense = dense
@@ -93,8 +103,15 @@ class Searcher:
         self._reranker = reranker
         self._rerank_factor = rerank_factor
         self._page_search = page_search
+        self._graph = graph
+        self._graph_weight = graph_weight
+        if graph_weight:
+            self._weights = {
+                **{s: w * (1.0 - graph_weight) for s, w in self._weights.items()},
+                "graph": graph_weight,
+            }
 
-    async def search(self, q: Query) -> tuple[list[SearchHit], SearchMode]:
+    async def search(self, q: Query) -> SearchResult:
         text = q.text.strip()
         if not text:
             raise InvalidArgument("query is empty")
@@ -105,27 +122,57 @@ class Searcher:
         mode = SearchMode.HYBRID if q.mode == SearchMode.AUTO else q.mode
         # Over-fetch so that the per-document cap still leaves k hits.
         n = max(self._candidates, k * 3 if cap else k, k * self._rerank_factor if self._reranker else 0)
+        communities: tuple[CommunityHit, ...] = ()
         if mode == SearchMode.DENSE:
             hits = _single("dense", await self._dense_hits(text, q.library, n, q.where))
+        elif mode == SearchMode.GRAPH_LOCAL:
+            hits = _single("graph", await self._graph_local(text, q.library, n, q.where))
+        elif mode == SearchMode.GRAPH_GLOBAL:
+            found, communities = await self._graph_global(text, q.library, n, q.where)
+            hits = _single("graph", found)
         else:
-            searches = [self._lexical_hits(text, q.library, n, q.where)]
+            searches = {"lexical": self._lexical_hits(text, q.library, n, q.where)}
             if mode == SearchMode.HYBRID:
-                searches.append(self._dense_hits(text, q.library, n, q.where))
+                searches["dense"] = self._dense_hits(text, q.library, n, q.where)
+                if self._graph_weight and self._graph is not None:
+                    searches["graph"] = self._graph_local(text, q.library, n, q.where)
             if self._page_search:
-                searches.append(self._page_hits(text, q.library, n, q.where))
-            found = await asyncio.gather(*searches)
-            lexical = merge_page_hits(found[0], found[-1]) if self._page_search else found[0]
+                searches["pages"] = self._page_hits(text, q.library, n, q.where)
+            found_lists = dict(zip(searches, await asyncio.gather(*searches.values()), strict=True))
+            if "pages" in found_lists:
+                found_lists["lexical"] = merge_page_hits(found_lists["lexical"], found_lists.pop("pages"))
             if mode == SearchMode.LEXICAL:
-                hits = _single("lexical", lexical)
+                hits = _single("lexical", found_lists["lexical"])
             else:
-                hits = self._fuse({"lexical": lexical, "dense": found[1]})
+                hits = self._fuse(found_lists)
         if self._reranker is not None:
             hits = await self._rerank(text, hits[: k * self._rerank_factor])
         hits = cap_per_document(hits, cap)[:k]
         if q.expand_context:
             with tracer.start_as_current_span("retrieve.expand"):
                 hits = await asyncio.to_thread(self._expand, q.library, hits)
-        return hits, mode
+        return SearchResult(hits, mode, communities)
+
+    def _graph_search(self) -> GraphSearch:
+        if self._graph is None:
+            raise InvalidArgument("graph search is not available in this retrieve service")
+        return self._graph
+
+    async def _graph_local(
+        self, query: str, library: str, k: int, where: SearchFilter
+    ) -> list[tuple[Chunk, float]]:
+        graph = self._graph_search()
+        with tracer.start_as_current_span("retrieve.graph_local"):
+            return await asyncio.to_thread(graph.local, query, library, k, where)
+
+    async def _graph_global(
+        self, query: str, library: str, k: int, where: SearchFilter
+    ) -> tuple[list[tuple[Chunk, float]], tuple[CommunityHit, ...]]:
+        graph = self._graph_search()
+        with tracer.start_as_current_span("retrieve.graph_global"):
+            vector = (await asyncio.to_thread(self._embedder.embed, [query]))[0]
+            hits, communities = await asyncio.to_thread(graph.global_, vector, library, k, where)
+        return hits, tuple(communities)
 
     def _fuse(self, lists: dict[str, list[tuple[Chunk, float]]]) -> list[SearchHit]:
         with tracer.start_as_current_span("retrieve.fuse", attributes={"fusion": self._fusion}):

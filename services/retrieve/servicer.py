@@ -22,7 +22,7 @@ class RetrieveServicer(retrieve_pb2_grpc.RetrieveServiceServicer):
         self, request: retrieve_pb2.SearchRequest, context: grpc.aio.ServicerContext
     ) -> retrieve_pb2.SearchResponse:
         start = time.perf_counter()
-        hits, mode = await self._searcher.search(
+        result = await self._searcher.search(
             Query(
                 text=request.query,
                 library=library_name(request.library, self._default_library),
@@ -38,9 +38,10 @@ class RetrieveServicer(retrieve_pb2_grpc.RetrieveServiceServicer):
             )
         )
         return retrieve_pb2.SearchResponse(
-            hits=[convert.hit_to_pb(h) for h in hits],
-            mode=convert.mode_to_pb(mode),
+            hits=[convert.hit_to_pb(h) for h in result.hits],
+            mode=convert.mode_to_pb(result.mode),
             took_ms=(time.perf_counter() - start) * 1000,
+            communities=[convert.community_to_pb(c) for c in result.communities],
         )
 
     async def Score(

@@ -79,17 +79,19 @@ def searcher(**kw) -> Searcher:  # type: ignore[no-untyped-def]
 
 
 async def test_cap_per_document_and_filter() -> None:
-    hits, mode = await searcher(max_per_document=1).search(Query("q", "lib", top_k=3))
-    assert mode == SearchMode.HYBRID and len({h.chunk.document_id for h in hits}) == 3
-    hits, _ = await searcher().search(Query("q", "lib", top_k=3, where=SearchFilter(document_ids=("a",))))
-    assert {h.chunk.document_id for h in hits} == {"a"}
+    result = await searcher(max_per_document=1).search(Query("q", "lib", top_k=3))
+    assert result.mode == SearchMode.HYBRID and len({h.chunk.document_id for h in result.hits}) == 3
+    result = await searcher().search(Query("q", "lib", top_k=3, where=SearchFilter(document_ids=("a",))))
+    assert {h.chunk.document_id for h in result.hits} == {"a"}
 
 
 async def test_reranker_reorders_candidates_and_reports_its_signal() -> None:
     reranker = ReverseAlphabet()
-    hits, _ = await searcher(reranker=reranker, rerank_factor=2, max_per_document=0).search(
-        Query("q", "lib", top_k=2, mode=SearchMode.LEXICAL)
-    )
+    hits = (
+        await searcher(reranker=reranker, rerank_factor=2, max_per_document=0).search(
+            Query("q", "lib", top_k=2, mode=SearchMode.LEXICAL)
+        )
+    ).hits
     assert [h.chunk.text for h in hits] == ["gamma", "beta"]
     assert reranker.seen == [4]  # top_k x factor candidates
     assert [s.signal for s in hits[0].signals] == ["lexical", "rerank"]

@@ -1,0 +1,270 @@
+"""The knowledge graph in LanceDB: entity, relation and community tables beside the chunks.
+
+Ingest writes each document's entity and relation rows in one commit per table (readers see a
+document's old rows or its new ones), and the library's communities in one commit. Tables are
+versioned by LanceDB; readers rebuild their in-memory graph only when a version changes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ragstack.knowledge_graph import Community, EntityMention, KnowledgeGraph, Relation
+from ragstack.stores.vectors import sql_str
+
+ENTITIES, RELATIONS, COMMUNITIES = "graph_entities", "graph_relations", "graph_communities"
+_strings = pa.list_(pa.string())
+
+_ENTITY_SCHEMA = pa.schema(
+    [
+        pa.field("library", pa.string(), nullable=False),
+        pa.field("document_id", pa.string(), nullable=False),
+        pa.field("key", pa.string(), nullable=False),
+        pa.field("name", pa.string()),
+        pa.field("type", pa.string()),
+        pa.field("chunk_ids", _strings),
+        pa.field("count", pa.int32()),
+        pa.field("aliases", _strings),
+    ]
+)
+_RELATION_SCHEMA = pa.schema(
+    [
+        pa.field("library", pa.string(), nullable=False),
+        pa.field("document_id", pa.string(), nullable=False),
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("target", pa.string(), nullable=False),
+        pa.field("label", pa.string()),
+        pa.field("weight", pa.float32()),
+        pa.field("chunk_ids", _strings),
+        pa.field("evidence", pa.string()),
+        pa.field("evidence_chunk", pa.string()),
+    ]
+)
+
+
+def _community_schema(dimension: int) -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field("library", pa.string(), nullable=False),
+            pa.field("community_id", pa.string(), nullable=False),
+            pa.field("members", _strings),
+            pa.field("summary", pa.string()),
+            pa.field("chunk_ids", _strings),
+            pa.field("document_ids", _strings),
+            pa.field("vector", pa.list_(pa.float32(), dimension)),
+        ]
+    )
+
+
+class GraphStore:
+    def __init__(self, path: Path, dimension: int, writer: bool = False) -> None:
+        import lancedb
+
+        path.mkdir(parents=True, exist_ok=True)
+        self._db = lancedb.connect(
+            str(path), read_consistency_interval=None if writer else timedelta(seconds=0)
+        )
+        self.dimension = dimension
+        self._schemas = {
+            ENTITIES: _ENTITY_SCHEMA,
+            RELATIONS: _RELATION_SCHEMA,
+            COMMUNITIES: _community_schema(dimension),
+        }
+        self._tables: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self._graphs: dict[str, tuple[tuple[int, int], KnowledgeGraph]] = {}
+        self._communities: dict[str, tuple[int, list[Community], np.ndarray]] = {}
+        if writer:
+            existing = set(self._db.list_tables().tables)
+            for name, schema in self._schemas.items():
+                if name not in existing:
+                    self._db.create_table(name, schema=schema)
+
+    def _table(self, name: str) -> Any:
+        if name not in self._tables and name in self._db.list_tables().tables:
+            self._tables[name] = self._db.open_table(name)
+        return self._tables.get(name)
+
+    # writing (ingest)
+
+    def replace_documents(
+        self,
+        library: str,
+        document_ids: Sequence[str],
+        mentions: Sequence[EntityMention],
+        relations: Sequence[Relation],
+    ) -> None:
+        """Replaces the graph rows of `document_ids` with these, one commit per table."""
+        if not document_ids:
+            return
+        scope = (
+            f"library = {sql_str(library)} AND document_id IN ({', '.join(sql_str(d) for d in document_ids)})"
+        )
+        self._replace(ENTITIES, ["library", "document_id", "key"], [_entity_row(m) for m in mentions], scope)
+        self._replace(
+            RELATIONS,
+            ["library", "document_id", "source", "target"],
+            [_relation_row(r) for r in relations],
+            scope,
+        )
+
+    def delete_document(self, library: str, document_id: str) -> None:
+        self.replace_documents(library, [document_id], [], [])
+
+    def replace_communities(
+        self, library: str, communities: Sequence[Community], vectors: np.ndarray
+    ) -> None:
+        """The library's communities become exactly these, in one commit."""
+        rows = [
+            {**_community_row(c), "vector": vectors[i].astype(np.float32)} for i, c in enumerate(communities)
+        ]
+        self._replace(COMMUNITIES, ["library", "community_id"], rows, f"library = {sql_str(library)}")
+
+    def _replace(self, name: str, on: list[str], rows: list[dict[str, Any]], scope: str) -> None:
+        table = self._table(name)
+        if not rows:
+            table.delete(scope)
+            return
+        (
+            table.merge_insert(on)
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .when_not_matched_by_source_delete(scope)
+            .execute(pa.Table.from_pylist(rows, schema=self._schemas[name]))
+        )
+
+    # reading
+
+    def keys_of(self, library: str, document_ids: Sequence[str]) -> set[str]:
+        """The entity keys these documents mention now."""
+        table = self._table(ENTITIES)
+        if table is None or not document_ids:
+            return set()
+        where = (
+            f"library = {sql_str(library)} AND document_id IN ({', '.join(sql_str(d) for d in document_ids)})"
+        )
+        return set(table.search().where(where).select(["key"]).limit(None).to_arrow()["key"].to_pylist())
+
+    def graph(self, library: str) -> KnowledgeGraph:
+        """The library's graph, rebuilt only when the entity or relation table changed."""
+        entities, relations = self._table(ENTITIES), self._table(RELATIONS)
+        if entities is None or relations is None:
+            return KnowledgeGraph([], [])
+        versions = (entities.version, relations.version)
+        with self._lock:
+            cached = self._graphs.get(library)
+            if cached is not None and cached[0] == versions:
+                return cached[1]
+            where = f"library = {sql_str(library)}"
+            mentions = [
+                _row_entity(r) for r in entities.search().where(where).limit(None).to_arrow().to_pylist()
+            ]
+            pairs = [
+                _row_relation(r) for r in relations.search().where(where).limit(None).to_arrow().to_pylist()
+            ]
+            kg = KnowledgeGraph(mentions, pairs)
+            self._graphs[library] = (versions, kg)
+            return kg
+
+    def communities(self, library: str) -> tuple[list[Community], np.ndarray]:
+        """The library's communities and their summary vectors (one row each)."""
+        table = self._table(COMMUNITIES)
+        if table is None:
+            return [], np.zeros((0, self.dimension), dtype=np.float32)
+        version = table.version
+        with self._lock:
+            cached = self._communities.get(library)
+            if cached is not None and cached[0] == version:
+                return cached[1], cached[2]
+            data = table.search().where(f"library = {sql_str(library)}").limit(None).to_arrow()
+            data = data.sort_by("community_id")
+            vectors = (
+                data.column("vector")
+                .combine_chunks()
+                .flatten()
+                .to_numpy(zero_copy_only=False)
+                .reshape(-1, self.dimension)
+                .astype(np.float32)
+            )
+            found = [_row_community(r) for r in data.drop_columns(["vector"]).to_pylist()]
+            self._communities[library] = (version, found, vectors)
+            return found, vectors
+
+    def libraries(self) -> list[str]:
+        table = self._table(ENTITIES)
+        if table is None:
+            return []
+        return sorted(set(table.search().select(["library"]).limit(None).to_arrow()["library"].to_pylist()))
+
+
+def _entity_row(m: EntityMention) -> dict[str, Any]:
+    return {
+        "library": m.library,
+        "document_id": m.document_id,
+        "key": m.key,
+        "name": m.name,
+        "type": m.type,
+        "chunk_ids": list(m.chunk_ids),
+        "count": m.count,
+        "aliases": list(m.aliases),
+    }
+
+
+def _row_entity(r: dict[str, Any]) -> EntityMention:
+    return EntityMention(
+        r["library"],
+        r["document_id"],
+        r["key"],
+        r["name"] or r["key"],
+        r["type"] or "",
+        tuple(r["chunk_ids"] or ()),
+        int(r["count"] or 1),
+        tuple(r["aliases"] or ()),
+    )
+
+
+def _relation_row(r: Relation) -> dict[str, Any]:
+    return {**r.__dict__, "chunk_ids": list(r.chunk_ids)}
+
+
+def _row_relation(r: dict[str, Any]) -> Relation:
+    return Relation(
+        r["library"],
+        r["document_id"],
+        r["source"],
+        r["target"],
+        r["label"] or "co-occurs",
+        float(r["weight"] or 0.0),
+        tuple(r["chunk_ids"] or ()),
+        r["evidence"] or "",
+        r["evidence_chunk"] or "",
+    )
+
+
+def _community_row(c: Community) -> dict[str, Any]:
+    return {
+        "library": c.library,
+        "community_id": c.community_id,
+        "members": list(c.members),
+        "summary": c.summary,
+        "chunk_ids": list(c.chunk_ids),
+        "document_ids": list(c.document_ids),
+    }
+
+
+def _row_community(r: dict[str, Any]) -> Community:
+    return Community(
+        r["library"],
+        r["community_id"],
+        tuple(r["members"] or ()),
+        r["summary"] or "",
+        tuple(r["chunk_ids"] or ()),
+        tuple(r["document_ids"] or ()),
+    )

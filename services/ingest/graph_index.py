@@ -1,0 +1,181 @@
+"""The knowledge graph's write side: each batch's entities and relations, then the library's
+Louvain communities and their extractive summaries, kept up to date incrementally.
+
+Louvain runs per connected component (seeded, on nodes and edges in sorted order), so a component
+that no change reached is partitioned exactly as before. A community's id is a hash of its
+members; a community whose id already exists and that no changed document touches keeps its
+summary and vector, the rest are summarised and embedded again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import networkx as nx
+import numpy as np
+
+from ragstack.domain import Chunk
+from ragstack.knowledge_graph import Community, EntityMention, KnowledgeGraph, Relation
+from ragstack.stores.graph import GraphStore
+
+SUMMARY_ENTITIES = 8
+SUMMARY_RELATIONS = 5
+SUMMARY_SENTENCES = 3
+SUMMARY_CHUNKS = 20
+
+
+class Embedder(Protocol):
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+class Extractor(Protocol):
+    name: str
+
+    def extract(self, chunks: Sequence[Chunk]) -> tuple[list[EntityMention], list[Relation]]: ...
+
+
+@dataclass(frozen=True)
+class CommunityCounts:
+    entities: int
+    relations: int
+    communities: int
+    summarized: int
+
+
+def detect(graph: nx.Graph, seed: int, resolution: float = 1.0) -> list[list[str]]:
+    """Communities of two or more entities, each most connected first, in a stable order."""
+    found: list[list[str]] = []
+    for component in nx.connected_components(graph):
+        if len(component) < 2:
+            continue
+        sub = nx.Graph()
+        sub.add_nodes_from(sorted(component))
+        sub.add_weighted_edges_from(
+            sorted((a, b, d["weight"]) for a, b, d in graph.subgraph(component).edges(data=True))
+        )
+        if len(component) <= 3:
+            parts = [set(component)]
+        else:
+            parts = nx.community.louvain_communities(sub, weight="weight", resolution=resolution, seed=seed)
+        for part in parts:
+            if len(part) >= 2:
+                strength = dict(sub.subgraph(part).degree(weight="weight"))
+                found.append(sorted(part, key=lambda n: (-strength[n], n)))
+    return sorted(found, key=lambda members: members[0])
+
+
+def community_id(library: str, members: Sequence[str]) -> str:
+    return hashlib.sha1("\x1f".join([library, *sorted(members)]).encode()).hexdigest()[:16]
+
+
+def summarize(library: str, kg: KnowledgeGraph, members: Sequence[str]) -> Community:
+    """Extractive: the main entities with their types, the heaviest relations, and the sentences
+    that state them, with the chunks behind it all (those naming the most members first)."""
+    g = kg.graph
+    edges = sorted(
+        ((a, b, d) for a, b, d in g.subgraph(members).edges(data=True)),
+        key=lambda e: (-e[2]["weight"], e[0], e[1]),
+    )
+    names = [f"{g.nodes[m]['name']} ({g.nodes[m]['type']})" for m in members[:SUMMARY_ENTITIES]]
+    lines = [
+        f"Entities: {', '.join(names)}"
+        + (f" and {len(members) - len(names)} more." if len(members) > len(names) else ".")
+    ]
+    relations = [
+        f"{g.nodes[a]['name']} — {d['label']} — {g.nodes[b]['name']}"
+        if d["label"] != "co-occurs"
+        else f"{g.nodes[a]['name']} with {g.nodes[b]['name']}"
+        for a, b, d in edges[:SUMMARY_RELATIONS]
+    ]
+    if relations:
+        lines.append("Relations: " + "; ".join(relations) + ".")
+    sentences = list(dict.fromkeys(d["evidence"] for _, _, d in edges if d["evidence"]))[:SUMMARY_SENTENCES]
+    lines.extend(sentences)
+    coverage: Counter[str] = Counter()
+    for m in members:
+        coverage.update(kg.chunks_of(m))
+    evidence_chunks = [d["evidence_chunk"] for _, _, d in edges[:SUMMARY_SENTENCES] if d["evidence_chunk"]]
+    ranked = list(dict.fromkeys([*evidence_chunks, *sorted(coverage, key=lambda c: (-coverage[c], c))]))
+    chunk_ids = tuple(ranked[:SUMMARY_CHUNKS])
+    documents = tuple(
+        sorted({c.rsplit(":", 1)[0] for c in coverage})
+    )  # chunk ids are `<document>:<position>`
+    return Community(
+        library, community_id(library, members), tuple(members), "\n".join(lines), chunk_ids, documents
+    )
+
+
+class GraphIndex:
+    """Writes each batch's graph rows and, once a run is over, refreshes the communities that
+    the run touched."""
+
+    def __init__(
+        self,
+        store: GraphStore,
+        extractor: Extractor,
+        embedder: Embedder,
+        seed: int = 42,
+        resolution: float = 1.0,
+    ) -> None:
+        self._store = store
+        self._extractor = extractor
+        self._embedder = embedder
+        self._seed = seed
+        self._resolution = resolution
+        self._touched: dict[str, set[str]] = {}
+
+    def extract(self, chunks: Sequence[Chunk]) -> tuple[list[EntityMention], list[Relation]]:
+        return self._extractor.extract(chunks)
+
+    def write(
+        self,
+        library: str,
+        document_ids: Sequence[str],
+        mentions: Sequence[EntityMention],
+        relations: Sequence[Relation],
+    ) -> None:
+        touched = self._touched.setdefault(library, set())
+        touched.update(self._store.keys_of(library, document_ids))
+        self._store.replace_documents(library, document_ids, mentions, relations)
+        touched.update(m.key for m in mentions)
+
+    def delete(self, library: str, document_id: str) -> None:
+        self.write(library, [document_id], [], [])
+
+    def counts(self, library: str) -> CommunityCounts:
+        kg = self._store.graph(library)
+        found, _ = self._store.communities(library)
+        return CommunityCounts(len(kg), kg.graph.number_of_edges(), len(found), 0)
+
+    def refresh(self, library: str) -> CommunityCounts:
+        """Recomputes the communities; only those touched since the last refresh are summarised."""
+        touched = self._touched.pop(library, set())
+        kg = self._store.graph(library)
+        old, old_vectors = self._store.communities(library)
+        previous = {c.community_id: (c, old_vectors[i]) for i, c in enumerate(old)}
+        kept: list[Community] = []
+        vectors: list[np.ndarray] = []
+        fresh: list[Community] = []
+        for members in detect(kg.graph, self._seed, self._resolution):
+            cid = community_id(library, members)
+            if cid in previous and not touched.intersection(members):
+                kept.append(previous[cid][0])
+                vectors.append(previous[cid][1])
+            else:
+                fresh.append(summarize(library, kg, members))
+        if fresh:
+            vectors.extend(self._embedder.embed([c.summary for c in fresh]))
+        communities = kept + fresh
+        if communities or old:
+            matrix = np.vstack(vectors) if vectors else np.zeros((0, self._store.dimension), np.float32)
+            self._store.replace_communities(library, communities, matrix)
+        return CommunityCounts(
+            entities=len(kg),
+            relations=kg.graph.number_of_edges(),
+            communities=len(communities),
+            summarized=len(fresh),
+        )

@@ -1,0 +1,98 @@
+"""Graph local and global search over the knowledge graph that ingest builds.
+
+Local: the entities named in the query (n-grams matched against entity names and aliases), each
+worth its rarity (idf over chunks); their heaviest neighbours worth a share of theirs, so a chunk
+one hop away (the band of the drummer asked about) is found too; chunks ranked by the sum.
+Global: every community summary scored against the query vector; the chunks behind the best few,
+taken in turn from each, the better community first.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+
+from ragstack.domain import Chunk, CommunityHit, SearchFilter
+from ragstack.knowledge_graph import Community, KnowledgeGraph
+
+HOP_SHARE = 0.3  # a neighbour's chunk counts this much of the neighbour's idf (at most)
+FETCH_FACTOR = 4  # chunks looked up per hit wanted, so that filters still leave enough
+
+
+class GraphReader(Protocol):
+    def graph(self, library: str) -> KnowledgeGraph: ...
+    def communities(self, library: str) -> tuple[list[Community], np.ndarray]: ...
+
+
+class ChunkLookup(Protocol):
+    def chunks_by_id(self, library: str, chunk_ids: Sequence[str]) -> list[Chunk]: ...
+
+
+class GraphSearch:
+    def __init__(
+        self, store: GraphReader, chunks: ChunkLookup, neighbours: int = 20, communities: int = 3
+    ) -> None:
+        self._store = store
+        self._chunks = chunks
+        self._neighbours = neighbours
+        self._communities = communities
+
+    def local(self, query: str, library: str, k: int, where: SearchFilter) -> list[tuple[Chunk, float]]:
+        kg = self._store.graph(library)
+        seeds = kg.find_entities(query)
+        scores: dict[str, float] = defaultdict(float)
+        for seed in seeds:
+            for chunk_id in kg.chunks_of(seed):
+                scores[chunk_id] += kg.idf(seed)
+            edges = sorted(kg.graph[seed].items(), key=lambda kv: (-kv[1]["weight"], kv[0]))
+            for neighbour, edge in edges[: self._neighbours]:
+                if neighbour in seeds:
+                    continue
+                share = HOP_SHARE * kg.idf(neighbour) * edge["weight"] / (edge["weight"] + 1.0)
+                for chunk_id in kg.chunks_of(neighbour):
+                    scores[chunk_id] += share
+        return self._resolve(library, scores, k, where)
+
+    def global_(
+        self, vector: np.ndarray, library: str, k: int, where: SearchFilter
+    ) -> tuple[list[tuple[Chunk, float]], list[CommunityHit]]:
+        communities, matrix = self._store.communities(library)
+        if not communities:
+            return [], []
+        similarity = matrix @ vector.astype(np.float32)
+        best = sorted(
+            range(len(communities)), key=lambda i: (-float(similarity[i]), communities[i].community_id)
+        )
+        picked = best[: self._communities]
+        scores: dict[str, float] = {}
+        for i in picked:
+            for rank, chunk_id in enumerate(communities[i].chunk_ids):
+                score = float(similarity[i]) / (1.0 + rank)
+                scores[chunk_id] = max(scores.get(chunk_id, float("-inf")), score)
+        kg = self._store.graph(library)
+        names = kg.graph.nodes
+        found = [
+            CommunityHit(
+                communities[i].community_id,
+                communities[i].summary,
+                float(similarity[i]),
+                tuple(names[m]["name"] if m in names else m for m in communities[i].members),
+                communities[i].chunk_ids,
+            )
+            for i in picked
+        ]
+        return self._resolve(library, scores, k, where), found
+
+    def _resolve(
+        self, library: str, scores: dict[str, float], k: int, where: SearchFilter
+    ) -> list[tuple[Chunk, float]]:
+        """The best-scored chunk ids as chunks, filtered, best first (ties by chunk id)."""
+        ranked = sorted(scores, key=lambda c: (-scores[c], c))
+        if not where:
+            ranked = ranked[: k * FETCH_FACTOR]
+        chunks = self._chunks.chunks_by_id(library, ranked)
+        by_id = {c.chunk_id: c for c in chunks if where.accepts(c)}
+        return [(by_id[c], scores[c]) for c in ranked if c in by_id][:k]

@@ -1,0 +1,163 @@
+"""The knowledge graph on real text with the real spaCy model, real LanceDB and the real embedder:
+known entities and relations, alias merging, seeded communities, incremental summaries, deletes,
+and graph local and global search over what ingest wrote."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ragstack.domain import Chunk, IngestSummary, SearchFilter
+from ragstack.stores.catalog import Catalog
+from ragstack.stores.graph import GraphStore
+from ragstack.stores.lexical import LexicalStore
+from ragstack.stores.vectors import VectorStore
+from services.ingest.graph_extract import EntityExtractor, prose
+from services.ingest.graph_index import GraphIndex
+from services.ingest.pipeline import IngestPipeline
+from services.ingest.sources import collect_paths
+from services.retrieve.graph_search import GraphSearch
+
+DOCS = Path(__file__).resolve().parents[2] / "data" / "graph"
+
+
+@pytest.fixture(scope="module")
+def extractor() -> EntityExtractor:
+    return EntityExtractor()
+
+
+class Stores:
+    def __init__(self, root: Path, embedder, extractor: EntityExtractor) -> None:  # type: ignore[no-untyped-def]
+        self.docs = root / "docs"
+        shutil.copytree(DOCS, self.docs, ignore=shutil.ignore_patterns("README.md"))
+        lance = root / "lance"
+        self.pipeline = IngestPipeline(
+            Catalog(root / "catalog.sqlite"),
+            VectorStore(lance, embedder.dimension, writer=True),
+            LexicalStore(root / "tantivy", writer=True),
+            embedder,
+            chunk_tokens=256,
+            overlap_sentences=1,
+            max_file_bytes=200_000,
+            graph=GraphIndex(GraphStore(lance, embedder.dimension, writer=True), extractor, embedder, seed=7),
+        )
+        self.graph = GraphStore(lance, embedder.dimension)  # a reader, as the retrieve service has
+        self.search = GraphSearch(self.graph, VectorStore(lance, embedder.dimension), neighbours=20, communities=2)
+        self.embedder = embedder
+
+    def ingest(self) -> IngestSummary:
+        events = list(self.pipeline.run(collect_paths([str(self.docs)]), "default"))
+        summary = events[-1]
+        assert isinstance(summary, IngestSummary) and not summary.failures, summary
+        return summary
+
+    def chunk(self, name: str) -> str:
+        """The first chunk id of a document, by file stem."""
+        return self.doc(name) + ":0"
+
+    def doc(self, name: str) -> str:
+        return next(d.document_id for d in self.pipeline.list_documents("default") if d.source.endswith(f"/{name}.md"))
+
+    def communities(self) -> dict[str, tuple[tuple[str, ...], str]]:
+        found, _ = self.graph.communities("default")
+        return {c.community_id: (c.members, c.summary) for c in found}
+
+
+@pytest.fixture
+def stores(tmp_path: Path, embedder, extractor: EntityExtractor) -> Stores:  # type: ignore[no-untyped-def]
+    return Stores(tmp_path, embedder, extractor)
+
+
+def test_known_entities_relations_and_aliases(extractor: EntityExtractor) -> None:
+    chunks = [Chunk(f"{p.stem}:0", p.stem, "lib", p.read_text()) for p in sorted(DOCS.glob("*.md"))]
+    mentions, relations = extractor.extract(chunks)
+    found = {(m.document_id, m.key): m for m in mentions}
+    assert found["toto", "toto"].type == "ORG"
+    assert found["toto", "jeff porcaro"].type == "PERSON"
+    assert found["toto", "los angeles"].type == "GPE"
+    assert found["curie", "vienna"].chunk_ids == ("curie:0",)
+    # An acronym merges into the name it spells; a surname into the full name.
+    assert found["curie", "international atomic energy agency"].aliases == ("iaea",)
+    assert found["lovelace", "ada lovelace"].aliases == ("lovelace",)
+    assert ("curie", "iaea") not in found and ("lovelace", "lovelace") not in found
+    pairs = {(r.source, r.target): r for r in relations}
+    drums = pairs["jeff porcaro", "toto"]
+    assert drums.label == "played drums for" and drums.evidence.startswith("Jeff Porcaro played drums")
+    assert drums.chunk_ids == ("toto:0",) and drums.weight == 1.0
+    # Numbers and dates are not entities.
+    assert not any(m.key in ("1977", "1992") for m in mentions)
+
+
+def test_prose_ends_headings_and_rows_like_sentences() -> None:
+    text = "# Toto\n\nToto is a\nband.\n\n| a | b |\n|---|---|\n<!-- page 2 -->\n- item"
+    assert prose(text) == "Toto.\nToto is a band.\na | b.\nitem."
+
+
+def test_ingest_builds_the_graph_and_seeded_communities(stores: Stores, tmp_path: Path, embedder, extractor) -> None:  # type: ignore[no-untyped-def]
+    summary = stores.ingest()
+    kg = stores.graph.graph("default")
+    assert summary.entities == len(kg) and summary.relations == kg.graph.number_of_edges() > 0
+    # "Jeff Porcaro" is one entity mentioned by two documents.
+    assert kg.chunks_of("jeff porcaro") == {stores.chunk("toto"), stores.chunk("porcaro")}
+    communities = stores.communities()
+    assert summary.communities == len(communities) >= 3
+    assert summary.communities_summarized == len(communities)
+    members = [set(m) for m, _ in communities.values()]
+    assert any({"marie curie", "university of paris"} <= m for m in members)
+    assert any({"jeff porcaro", "hartford"} <= m for m in members)
+    assert not any({"marie curie", "toto"} <= m for m in members)  # unconnected groups stay apart
+    summary_text = next(s for m, s in communities.values() if "marie curie" in m)
+    assert "Marie Curie (PERSON)" in summary_text
+    # The same rows and seed in another data dir give the same communities.
+    again = Stores(tmp_path / "again", embedder, extractor)
+    again.ingest()
+    assert again.communities() == communities
+
+
+def test_a_changed_document_resummarises_only_its_communities(stores: Stores) -> None:
+    stores.ingest()
+    before = stores.communities()
+    curie = stores.docs / "curie.md"
+    curie.write_text(curie.read_text() + "\nMarie Curie later directed the Radium Institute in Paris.\n")
+    summary = stores.ingest()
+    after = stores.communities()
+    touched = stores.graph.keys_of("default", [stores.doc("curie")]) | {m for ms, _ in before.values() for m in ms if "curie" in m}
+    expected = [cid for cid, (m, _) in after.items() if touched & set(m)]
+    assert summary.indexed == 1 and summary.communities_summarized == len(expected) >= 1
+    untouched = {cid: v for cid, v in before.items() if not touched & set(v[0])}
+    assert untouched and all(after[cid] == v for cid, v in untouched.items())
+    # Nothing changed: nothing is summarised again.
+    assert stores.ingest().communities_summarized == 0
+
+
+def test_deleting_a_document_removes_only_entities_nothing_else_mentions(stores: Stores) -> None:
+    stores.ingest()
+    toto = stores.chunk("toto")
+    stores.pipeline.delete_document("default", stores.doc("porcaro"))
+    kg = stores.graph.graph("default")
+    assert "hartford" not in kg.graph and "boz scaggs" not in kg.graph
+    assert kg.chunks_of("jeff porcaro") == {toto}  # still mentioned by the band's page
+    assert all("hartford" not in m for m, _ in stores.communities().values())
+
+
+def test_graph_local_search_follows_one_hop(stores: Stores) -> None:
+    stores.ingest()
+    hits = stores.search.local("Which drummer was born in Hartford?", "default", 5, SearchFilter())
+    ids = [c.chunk_id for c, _ in hits]
+    toto, porcaro = stores.chunk("toto"), stores.chunk("porcaro")
+    # The drummer's page names Hartford; the band's page is one hop away, through Jeff Porcaro.
+    assert ids[0] == porcaro and toto in ids and stores.chunk("curie") not in ids
+    assert hits[0][1] > hits[ids.index(toto)][1]
+    only = stores.search.local("Hartford", "default", 5, SearchFilter(document_ids=(stores.doc("toto"),)))
+    assert [c.chunk_id for c, _ in only] == [toto]
+    assert stores.search.local("a question naming nothing known", "default", 5, SearchFilter()) == []
+
+
+def test_graph_global_search_cites_the_chunks_behind_the_best_summary(stores: Stores) -> None:
+    stores.ingest()
+    vector = stores.embedder.embed(["physics research and the Nobel Prize"])[0]
+    hits, communities = stores.search.global_(vector, "default", 5, SearchFilter())
+    assert "Pierre Curie" in communities[0].entities and communities[0].score > communities[-1].score
+    assert hits[0][0].chunk_id in communities[0].chunk_ids and hits[0][0].document_id == stores.doc("curie")
