@@ -50,7 +50,9 @@ class QueryRequest(BaseModel):
 
     question: str = Field(..., min_length=1, max_length=4000, description="The question.")
     library: str = Field("", max_length=64, description="Library to answer from; empty means the default.")
-    mode: Literal["auto", "lexical", "dense", "hybrid"] = Field("auto", description="Retrieval strategy.")
+    mode: Literal["auto", "lexical", "dense", "hybrid", "graph", "graph-global"] = Field(
+        "auto", description="Retrieval strategy (graph: graph local search)."
+    )
     top_k: int = Field(0, ge=0, le=100, description="Chunks to retrieve; 0 means the configured default.")
     stream: bool = Field(True, description="Server-Sent Events (true) or one JSON response (false).")
 

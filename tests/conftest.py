@@ -86,5 +86,10 @@ async def stack(
     await channel.close()
     summary = events[-1]
     assert summary.failed == 0 and summary.indexed == len(sorted(SAMPLES.glob("*.md")))
+    assert (
+        summary.entities > 0
+        and summary.communities > 0
+        and summary.communities_summarized == summary.communities
+    )
     yield running
     await running.stop()

@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from ragstack.config import SERVICE_NAMES, Config, default_config_path, load_config
+from ragstack.domain import SearchMode
 from ragstack.errors import RagstackError
 
 
@@ -120,7 +121,7 @@ def ingest(
 @click.option(
     "-m",
     "--mode",
-    type=click.Choice(["auto", "lexical", "dense", "hybrid"]),
+    type=click.Choice([m.value for m in SearchMode]),
     default="auto",
     help="Retrieval strategy; auto lets the router choose.",
 )
@@ -145,10 +146,10 @@ def eval_group() -> None:
 @click.option("--split", default="test", show_default=True, help="qrels/<split>.tsv to evaluate.")
 @click.option(
     "--mode",
-    type=click.Choice(["lexical", "dense", "hybrid", "auto"]),
+    type=click.Choice([m.value for m in SearchMode]),
     default="hybrid",
     show_default=True,
-    help="Retrieval strategy (auto: the retrieve service's default).",
+    help="Retrieval strategy (auto: the retrieve service's default; graph: graph local search).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object on stdout.")
 @click.pass_context
@@ -281,6 +282,55 @@ def bench_ingest_cmd(ctx: click.Context, corpus: Path) -> None:
     with progress_reporter() as progress:
         report = bench_ingest(cfg, corpus, progress)
     click.echo(json.dumps(report))
+
+
+@cli.group(name="graph")
+def graph_group() -> None:
+    """Inspect the knowledge graph ingest built (read from <data_dir>)."""
+
+
+@graph_group.command(name="stats")
+@click.option("-l", "--library", default="", help="Library (default from config).")
+@click.pass_context
+def graph_stats_cmd(ctx: click.Context, library: str) -> None:
+    """Entities, relations and communities, the entity types, and the most connected entities."""
+    from ragstack.cli.graph import graph_stats
+
+    cfg = _config(ctx)
+    click.echo(json.dumps(graph_stats(cfg, library or cfg.library), indent=2, ensure_ascii=False))
+
+
+@graph_group.command(name="communities")
+@click.option("-l", "--library", default="", help="Library (default from config).")
+@click.option("-n", "--limit", default=20, show_default=True, help="Largest communities shown.")
+@click.option("--json", "as_json", is_flag=True, help="Every community, with its summary, as JSON.")
+@click.pass_context
+def graph_communities_cmd(ctx: click.Context, library: str, limit: int, as_json: bool) -> None:
+    """The communities, largest first: id, size, main entities."""
+    from ragstack.cli.graph import communities_listing
+
+    cfg = _config(ctx)
+    found = communities_listing(cfg, library or cfg.library)
+    if as_json:
+        click.echo(json.dumps(found, ensure_ascii=False))
+        return
+    for c in found[:limit]:
+        click.echo(
+            f"{c['community_id']}  {len(c['members']):4d} entities  {c['summary'].splitlines()[0][:100]}"
+        )
+
+
+@graph_group.command(name="export")
+@click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-l", "--library", default="", help="Library (default from config).")
+@click.pass_context
+def graph_export_cmd(ctx: click.Context, out: Path, library: str) -> None:
+    """Write the graph to OUT as GraphML (nodes with name, type, community; weighted edges)."""
+    from ragstack.cli.graph import export_graphml
+
+    cfg = _config(ctx)
+    nodes, edges = export_graphml(cfg, library or cfg.library, out)
+    click.echo(f"wrote {nodes} entities and {edges} relations to {out}")
 
 
 @cli.group(name="traces")

@@ -56,6 +56,11 @@ async def ingest_progress(
         f"{summary.chunks} chunks in {summary.seconds:.1f}s"
         + (" (embedded services)" if session.embedded else "")
     )
+    if summary.entities:
+        console.print(
+            f"knowledge graph: {summary.entities} entities, {summary.relations} relations, "
+            f"{summary.communities} communities ({summary.communities_summarized} summarised now)"
+        )
     return summary
 
 

@@ -64,7 +64,8 @@ def _community_schema(dimension: int) -> pa.Schema:
 
 
 class GraphStore:
-    def __init__(self, path: Path, dimension: int, writer: bool = False) -> None:
+    def __init__(self, path: Path, dimension: int = 0, writer: bool = False) -> None:
+        """`dimension`: of the summary vectors; a writer needs it to create the tables."""
         import lancedb
 
         path.mkdir(parents=True, exist_ok=True)
@@ -185,12 +186,13 @@ class GraphStore:
                 return cached[1], cached[2]
             data = table.search().where(f"library = {sql_str(library)}").limit(None).to_arrow()
             data = data.sort_by("community_id")
+            dimension = data.schema.field("vector").type.list_size
             vectors = (
                 data.column("vector")
                 .combine_chunks()
                 .flatten()
                 .to_numpy(zero_copy_only=False)
-                .reshape(-1, self.dimension)
+                .reshape(-1, dimension)
                 .astype(np.float32)
             )
             found = [_row_community(r) for r in data.drop_columns(["vector"]).to_pylist()]

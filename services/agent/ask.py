@@ -25,6 +25,8 @@ from services.agent.router import route
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("ragstack.agent")
 
+_GRAPH_MODES = (d.SearchMode.GRAPH_LOCAL, d.SearchMode.GRAPH_GLOBAL)
+
 
 class RetrieverPort(Protocol):
     async def search(
@@ -108,6 +110,9 @@ class Agent:
         with tracer.start_as_current_span("agent.retrieve"):
             t0 = self._clock()
             hits, ran = await self._retriever.search(question, library, top_k, chosen.mode)
+            if not hits and chosen.classifier != "explicit" and ran in _GRAPH_MODES:
+                # A library without a graph (or communities) still answers: fall back to hybrid.
+                hits, ran = await self._retriever.search(question, library, top_k, d.SearchMode.HYBRID)
             took = (self._clock() - t0) * 1000
         args = {"query": question, "library": library, "top_k": top_k, "mode": ran.value}
         record["tool_calls"] = [

@@ -176,14 +176,21 @@ def _spans(sent: Any) -> list[_Span]:
         if len(key) < 2 or key in STOPWORDS or key in _HEADINGS or not any(ch.isalpha() for ch in key):
             continue
         out.append(_Span(key, name, ent.label_, start, end))
+    terms: list[_Span] = []
     for tok in sent:
         text = tok.text
         if tok.i in covered or not _TERM.match(text) or text in _NOT_TERMS or _ROMAN.match(text):
             continue
         if text.isalpha() and text.isupper() and len(text) > 5:  # BACKGROUND, RESULTS: headings, not terms
             continue
-        out.append(_Span(entity_key(text), text, "TERM", tok.i - sent.start, tok.i - sent.start + 1))
-    return sorted(out, key=lambda s: s.start)
+        at = tok.i - sent.start
+        if terms and terms[-1].end == at:  # adjacent terms are one name: "MS MARCO"
+            last = terms[-1]
+            name = f"{last.name} {text}"
+            terms[-1] = _Span(entity_key(name), name, "TERM", last.start, at + 1)
+        else:
+            terms.append(_Span(entity_key(text), text, "TERM", at, at + 1))
+    return sorted(out + terms, key=lambda s: s.start)
 
 
 def _resolve(spans: list[_Span]) -> tuple[dict[str, str], dict[str, set[str]]]:

@@ -260,3 +260,25 @@ async def test_whole_pages_find_terms_that_chunks_split(stack) -> None:
     assert north and south
     # The whole document matches both words; its page hit lifts the chunk holding the first of them.
     assert resp.hits[0].chunk.heading_path[-1] == "North" and resp.hits[0].score == 1.0
+
+
+async def _search(stack, query: str, mode: int, **kw) -> retrieve_pb2.SearchResponse:
+    async with grpc.aio.insecure_channel(stack.peers["retrieve"]) as channel:
+        stub = retrieve_pb2_grpc.RetrieveServiceStub(channel)
+        return await stub.Search(retrieve_pb2.SearchRequest(query=query, mode=mode, **kw), timeout=30)
+
+
+async def test_graph_local_search_finds_the_chunks_naming_the_entity(stack) -> None:
+    resp = await _search(stack, "What did Gordon Cormack propose?", common_pb2.SEARCH_MODE_GRAPH_LOCAL)
+    assert resp.mode == common_pb2.SEARCH_MODE_GRAPH_LOCAL
+    assert resp.hits[0].chunk.source.endswith("hybrid-search.md")
+    assert [s.signal for s in resp.hits[0].signals] == ["graph"] and not resp.communities
+
+
+async def test_graph_global_search_returns_communities_and_their_chunks(stack) -> None:
+    query = "vector databases and approximate nearest neighbour indexes"
+    resp = await _search(stack, query, common_pb2.SEARCH_MODE_GRAPH_GLOBAL, top_k=4)
+    assert resp.mode == common_pb2.SEARCH_MODE_GRAPH_GLOBAL and resp.communities and resp.hits
+    best = resp.communities[0]
+    assert best.summary.startswith("Entities: ") and best.entities and best.chunk_ids
+    assert resp.hits[0].chunk.chunk_id in best.chunk_ids

@@ -15,3 +15,9 @@ def test_identifier_queries_go_lexical() -> None:
 def test_questions_go_hybrid() -> None:
     r = route("How does reciprocal rank fusion combine rankings?", SearchMode.AUTO)
     assert (r.mode, r.classifier) == (SearchMode.HYBRID, "heuristic")
+
+
+def test_theme_questions_go_graph_global() -> None:
+    for q in ("What are the main themes of these documents?", "Give me an overview", "summarize the corpus"):
+        assert route(q, SearchMode.AUTO).mode == SearchMode.GRAPH_GLOBAL, q
+    assert route("What is the theme park's opening date?", SearchMode.AUTO).mode == SearchMode.HYBRID

@@ -44,7 +44,9 @@ class Stores:
             graph=GraphIndex(GraphStore(lance, embedder.dimension, writer=True), extractor, embedder, seed=7),
         )
         self.graph = GraphStore(lance, embedder.dimension)  # a reader, as the retrieve service has
-        self.search = GraphSearch(self.graph, VectorStore(lance, embedder.dimension), neighbours=20, communities=2)
+        self.search = GraphSearch(
+            self.graph, VectorStore(lance, embedder.dimension), neighbours=20, communities=2
+        )
         self.embedder = embedder
 
     def ingest(self) -> IngestSummary:
@@ -58,7 +60,9 @@ class Stores:
         return self.doc(name) + ":0"
 
     def doc(self, name: str) -> str:
-        return next(d.document_id for d in self.pipeline.list_documents("default") if d.source.endswith(f"/{name}.md"))
+        return next(
+            d.document_id for d in self.pipeline.list_documents("default") if d.source.endswith(f"/{name}.md")
+        )
 
     def communities(self) -> dict[str, tuple[tuple[str, ...], str]]:
         found, _ = self.graph.communities("default")
@@ -95,7 +99,9 @@ def test_prose_ends_headings_and_rows_like_sentences() -> None:
     assert prose(text) == "Toto.\nToto is a band.\na | b.\nitem."
 
 
-def test_ingest_builds_the_graph_and_seeded_communities(stores: Stores, tmp_path: Path, embedder, extractor) -> None:  # type: ignore[no-untyped-def]
+def test_ingest_builds_the_graph_and_seeded_communities(
+    stores: Stores, tmp_path: Path, embedder, extractor
+) -> None:  # type: ignore[no-untyped-def]
     summary = stores.ingest()
     kg = stores.graph.graph("default")
     assert summary.entities == len(kg) and summary.relations == kg.graph.number_of_edges() > 0
@@ -123,7 +129,9 @@ def test_a_changed_document_resummarises_only_its_communities(stores: Stores) ->
     curie.write_text(curie.read_text() + "\nMarie Curie later directed the Radium Institute in Paris.\n")
     summary = stores.ingest()
     after = stores.communities()
-    touched = stores.graph.keys_of("default", [stores.doc("curie")]) | {m for ms, _ in before.values() for m in ms if "curie" in m}
+    touched = stores.graph.keys_of("default", [stores.doc("curie")]) | {
+        m for ms, _ in before.values() for m in ms if "curie" in m
+    }
     expected = [cid for cid, (m, _) in after.items() if touched & set(m)]
     assert summary.indexed == 1 and summary.communities_summarized == len(expected) >= 1
     untouched = {cid: v for cid, v in before.items() if not touched & set(v[0])}
