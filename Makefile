@@ -63,8 +63,10 @@ serve: install  ## run all four services and the gateway on loopback
 eval: install  ## the README's quality figures: retrieval on SciFact (train) and HotpotQA (dev)
 	@for mode in lexical dense hybrid; do \
 		$(BIN)/ragstack eval retrieval $(DATA)/scifact --split train --mode $$mode --json; done
-	@for mode in lexical dense hybrid; do \
+	@for mode in lexical dense hybrid graph graph-global; do \
 		$(BIN)/ragstack eval retrieval $(DATA)/hotpotqa_dev200 --split dev --mode $$mode --json; done
+	@RAGSTACK__RETRIEVE__GRAPH_WEIGHT=0.1 \
+		$(BIN)/ragstack eval retrieval $(DATA)/hotpotqa_dev200 --split dev --mode hybrid --json
 
 bench-deps: $(STAMP)  ## the PyTorch reference for bench embed (CPU torch, sentence-transformers)
 	$(BIN)/pip install -q -e '.[bench]'

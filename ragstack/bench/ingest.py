@@ -1,5 +1,6 @@
 """`ragstack bench ingest`: a corpus ingested from scratch through the ingest service, with the time
-per stage (from the pipeline's own spans), the embedder alone on the same chunk texts, peak memory,
+per stage (from the pipeline's own spans: parse, chunk, embed, graph extraction, index,
+communities), the embedder alone on the same chunk texts, peak memory,
 and a re-ingest after one document changed."""
 
 from __future__ import annotations
@@ -104,10 +105,16 @@ def bench_ingest(cfg: Config, corpus: Path, on_progress: Callable[[str, int, int
         "chunks_per_s": round(summary.chunks / wall, 1),
         "stage_seconds": stages,
         "embed_share": round(stages.get("embed", 0.0) / wall, 3),
+        "graph_share": round((stages.get("graph", 0.0) + stages.get("communities", 0.0)) / wall, 3),
+        "extraction_chunks_per_s": round(summary.chunks / stages["graph"], 1) if stages.get("graph") else None,
+        "entities": summary.entities,
+        "relations": summary.relations,
+        "communities": summary.communities,
         "embedder_alone_s": round(embed_alone, 1),
         "wall_over_embedder_alone": round(wall / embed_alone, 2),
         "peak_rss_mb": round(peak_mb),
         "reingest_one_changed_s": round(rewall, 2),
         "reingest_indexed": again.indexed,
         "reingest_unchanged": again.unchanged,
+        "reingest_communities_summarized": again.communities_summarized,
     }
