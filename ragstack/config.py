@@ -71,6 +71,11 @@ class IngestConfig(_Strict):
     crawl_max_depth: int = Field(2, ge=0, description="Crawler: link hops from the start URL.")
     crawl_delay_s: float = Field(0.5, ge=0, description="Crawler: pause between two requests to the host.")
     graph: bool = Field(True, description="Extract entities and relations into the knowledge graph.")
+    graph_llm: bool = Field(
+        True,
+        description="Extract entities and summarise communities with the LLM when one is reachable (one "
+        "call per chunk: slow on large corpora); false always uses spaCy and extractive summaries.",
+    )
     graph_seed: int = Field(42, description="Louvain seed: the same rows give the same communities.")
     graph_resolution: float = Field(
         1.0, gt=0, le=10, description="Louvain resolution: higher gives more, smaller communities."

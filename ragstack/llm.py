@@ -3,7 +3,9 @@ when it is False; the answer and the trace say which path ran."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
@@ -20,6 +22,7 @@ class LLM:
         self._clock = clock
         self._probed_at = float("-inf")
         self._available = False
+        self._lock = threading.Lock()
 
     @property
     def name(self) -> str:
@@ -33,26 +36,52 @@ class LLM:
 
     async def available(self) -> bool:
         """Whether the server answers and has the model; cached for a while."""
+        return await asyncio.to_thread(self.available_now)
+
+    def available_now(self) -> bool:
+        """`available` for synchronous callers (the ingest pipeline runs in worker threads)."""
+        import ollama
+
         if not self.cfg.enabled:
             return False
-        now = self._clock()
-        if now - self._probed_at < PROBE_TTL_S:
-            return self._available
-        self._probed_at = now
-        try:
-            listing = await self._client(self.cfg.probe_timeout_s).list()
-            names = {m.model for m in listing.models}
-            self._available = self.cfg.model in names or f"{self.cfg.model}:latest" in names
-            if not self._available:
-                log.warning(
-                    "Ollama at %s has no model %s; using offline paths", self.cfg.host, self.cfg.model
+        with self._lock:
+            now = self._clock()
+            if now - self._probed_at < PROBE_TTL_S:
+                return self._available
+            self._probed_at = now
+            try:
+                listing = ollama.Client(host=self.cfg.host, timeout=self.cfg.probe_timeout_s).list()
+                names = {m.model for m in listing.models}
+                self._available = self.cfg.model in names or f"{self.cfg.model}:latest" in names
+                if not self._available:
+                    log.warning(
+                        "Ollama at %s has no model %s; using offline paths", self.cfg.host, self.cfg.model
+                    )
+            except Exception as err:  # unreachable, refused, timeout: all mean "not now"
+                log.info(
+                    "Ollama at %s not reachable (%s); using offline paths", self.cfg.host, type(err).__name__
                 )
-        except Exception as err:  # unreachable, refused, timeout: all mean "not now"
-            log.info(
-                "Ollama at %s not reachable (%s); using offline paths", self.cfg.host, type(err).__name__
-            )
-            self._available = False
-        return self._available
+                self._available = False
+            return self._available
+
+    def chat_json(self, messages: Sequence[dict[str, str]], schema: dict[str, Any]) -> str:
+        """One non-streamed answer constrained to the JSON schema (Ollama structured outputs).
+        The caller validates it: a small model may still answer off-schema."""
+        import ollama
+
+        response = ollama.Client(host=self.cfg.host, timeout=self.cfg.timeout_s).chat(
+            model=self.cfg.model, messages=list(messages), format=schema, options={"temperature": 0}
+        )
+        return response.message.content or ""
+
+    def chat(self, messages: Sequence[dict[str, str]]) -> str:
+        """One non-streamed answer, for synchronous callers."""
+        import ollama
+
+        response = ollama.Client(host=self.cfg.host, timeout=self.cfg.timeout_s).chat(
+            model=self.cfg.model, messages=list(messages), options={"temperature": self.cfg.temperature}
+        )
+        return response.message.content or ""
 
     async def stream_chat(self, messages: Sequence[dict[str, str]]) -> AsyncIterator[str]:
         client = self._client(self.cfg.timeout_s)

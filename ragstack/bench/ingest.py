@@ -106,7 +106,9 @@ def bench_ingest(cfg: Config, corpus: Path, on_progress: Callable[[str, int, int
         "stage_seconds": stages,
         "embed_share": round(stages.get("embed", 0.0) / wall, 3),
         "graph_share": round((stages.get("graph", 0.0) + stages.get("communities", 0.0)) / wall, 3),
-        "extraction_chunks_per_s": round(summary.chunks / stages["graph"], 1) if stages.get("graph") else None,
+        "extraction_chunks_per_s": round(summary.chunks / stages["graph"], 1)
+        if stages.get("graph")
+        else None,
         "entities": summary.entities,
         "relations": summary.relations,
         "communities": summary.communities,

@@ -14,6 +14,7 @@ from ragstack.stores.vectors import VectorStore
 from services.ingest.crawler import CrawlLimits
 from services.ingest.graph_extract import EntityExtractor
 from services.ingest.graph_index import GraphIndex
+from services.ingest.llm_extract import LLMExtractor
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.servicer import IngestServicer, register
 
@@ -24,17 +25,18 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
     embedder = res.embedder
     catalog = Catalog(cfg.data_dir / "catalog.sqlite")
     lexical = LexicalStore(cfg.data_dir / "tantivy" / "chunks", writer=True)
-    graph = (
-        GraphIndex(
+    graph = None
+    if cfg.ingest.graph:
+        llm = res.llm if cfg.ingest.graph_llm and cfg.llm.enabled else None
+        offline = EntityExtractor()
+        graph = GraphIndex(
             GraphStore(cfg.data_dir / "lancedb", embedder.dimension, writer=True),
-            EntityExtractor(),
+            LLMExtractor(llm, offline) if llm is not None else offline,
             embedder,
             seed=cfg.ingest.graph_seed,
             resolution=cfg.ingest.graph_resolution,
+            llm=llm,
         )
-        if cfg.ingest.graph
-        else None
-    )
     pipeline = IngestPipeline(
         catalog=catalog,
         vectors=VectorStore(cfg.data_dir / "lancedb", embedder.dimension, writer=True),

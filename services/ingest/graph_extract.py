@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
@@ -45,7 +45,7 @@ MAX_EVIDENCE_CHARS = 300
 
 
 @dataclass
-class _Span:
+class Span:
     key: str
     name: str
     type: str
@@ -54,13 +54,14 @@ class _Span:
 
 
 @dataclass
-class _DocGraph:
-    names: dict[str, Counter[str]] = field(default_factory=dict)
-    types: dict[str, Counter[str]] = field(default_factory=dict)
-    chunks: dict[str, list[str]] = field(default_factory=dict)
-    pairs: dict[tuple[str, str], list[tuple[str, str, str]]] = field(
-        default_factory=dict
-    )  # label, sentence, chunk
+class Statement:
+    """One sentence's entities and the relations it states: the unit both extractors produce.
+    Keys are as found; `assemble` merges aliases per document."""
+
+    chunk: Chunk
+    text: str  # the sentence, kept as the evidence of its relations
+    spans: list[Span]
+    pairs: list[tuple[str, str, str]]  # (key, key, label)
 
 
 class EntityExtractor:
@@ -77,66 +78,81 @@ class EntityExtractor:
 
     def extract(self, chunks: Sequence[Chunk]) -> tuple[list[EntityMention], list[Relation]]:
         """Entities and relations of the chunks, grouped per document."""
-        per_doc: dict[str, _DocGraph] = defaultdict(_DocGraph)
-        sentences: dict[str, list[tuple[Chunk, str, list[_Span], list[str]]]] = defaultdict(list)
+        return assemble(self.statements(chunks))
+
+    def statements(self, chunks: Sequence[Chunk]) -> list[Statement]:
+        out: list[Statement] = []
         texts = (prose(c.text) for c in chunks)
         for chunk, doc in zip(chunks, self._nlp.pipe(texts, batch_size=self._batch), strict=True):
             for sent in doc.sents:
                 spans = _spans(sent)
-                if spans:
-                    words = ["" if t.is_punct or t.is_space else t.lower_ for t in sent]
-                    sentences[chunk.document_id].append((chunk, sent.text, spans, words))
-        mentions: list[EntityMention] = []
-        relations: list[Relation] = []
-        for document_id, found in sentences.items():
-            library = found[0][0].library
-            resolve, aliases = _resolve([s for _, _, spans, _ in found for s in spans])
-            g = per_doc[document_id]
-            for chunk, text, spans, words in found:
-                keys: list[str] = []
-                for s in spans:
-                    key = resolve.get(s.key, s.key)
-                    g.names.setdefault(key, Counter())[s.name] += 1
-                    g.types.setdefault(key, Counter())[s.type] += 1
-                    ids = g.chunks.setdefault(key, [])
-                    if chunk.chunk_id not in ids:
-                        ids.append(chunk.chunk_id)
-                    keys.append(key)
-                by_key = {resolve.get(s.key, s.key): s for s in spans}
-                distinct = list(dict.fromkeys(keys))[:MAX_PER_SENTENCE]
-                for a, b in combinations(sorted(distinct), 2):
-                    label = _label(words, spans, by_key[a], by_key[b])
-                    g.pairs.setdefault((a, b), []).append((label, text, chunk.chunk_id))
-            for key, ids in g.chunks.items():
-                mentions.append(
-                    EntityMention(
-                        library,
-                        document_id,
-                        key,
-                        _canonical_name(key, g.names[key]),
-                        _canonical_type(g.types[key]),
-                        tuple(ids),
-                        sum(g.names[key].values()),
-                        tuple(sorted(aliases.get(key, ()))),
-                    )
+                if not spans:
+                    continue
+                words = ["" if t.is_punct or t.is_space else t.lower_ for t in sent]
+                first = {s.key: s for s in reversed(spans)}  # each key at its first place
+                distinct = list(dict.fromkeys(s.key for s in spans))[:MAX_PER_SENTENCE]
+                pairs = [
+                    (a, b, _label(words, spans, first[a], first[b])) for a, b in combinations(distinct, 2)
+                ]
+                out.append(Statement(chunk, sent.text, spans, pairs))
+        return out
+
+
+def assemble(statements: Sequence[Statement]) -> tuple[list[EntityMention], list[Relation]]:
+    """Per document: aliases merged, then entity mentions (with their chunks) and relations
+    (weighted by the statements that make them, with the first as evidence)."""
+    by_doc: dict[str, list[Statement]] = defaultdict(list)
+    for st in statements:
+        by_doc[st.chunk.document_id].append(st)
+    mentions: list[EntityMention] = []
+    relations: list[Relation] = []
+    for document_id, found in by_doc.items():
+        library = found[0].chunk.library
+        resolve, aliases = _resolve([s for st in found for s in st.spans])
+        names: dict[str, Counter[str]] = defaultdict(Counter)
+        types: dict[str, Counter[str]] = defaultdict(Counter)
+        chunks: dict[str, list[str]] = defaultdict(list)
+        pairs: dict[tuple[str, str], list[tuple[str, str, str]]] = defaultdict(list)  # label, sentence, chunk
+        for st in found:
+            cid = st.chunk.chunk_id
+            for s in st.spans:
+                key = resolve.get(s.key, s.key)
+                names[key][s.name] += 1
+                types[key][s.type] += 1
+                if cid not in chunks[key]:
+                    chunks[key].append(cid)
+            for a, b, label in st.pairs:
+                a, b = sorted((resolve.get(a, a), resolve.get(b, b)))
+                if a != b and a in chunks and b in chunks:
+                    pairs[a, b].append((label, st.text, cid))
+        for key, ids in chunks.items():
+            mentions.append(
+                EntityMention(
+                    library,
+                    document_id,
+                    key,
+                    _canonical_name(key, names[key]),
+                    _canonical_type(types[key]),
+                    tuple(ids),
+                    sum(names[key].values()),
+                    tuple(sorted(aliases.get(key, ()))),
                 )
-            for (a, b), seen in g.pairs.items():
-                label = _top(Counter(label for label, _, _ in seen))
-                evidence, where = seen[0][1], seen[0][2]
-                relations.append(
-                    Relation(
-                        library,
-                        document_id,
-                        a,
-                        b,
-                        label,
-                        float(len(seen)),
-                        tuple(dict.fromkeys(c for _, _, c in seen)),
-                        evidence[:MAX_EVIDENCE_CHARS],
-                        where,
-                    )
+            )
+        for (a, b), seen in pairs.items():
+            relations.append(
+                Relation(
+                    library,
+                    document_id,
+                    a,
+                    b,
+                    _top(Counter(label for label, _, _ in seen)),
+                    float(len(seen)),
+                    tuple(dict.fromkeys(c for _, _, c in seen)),
+                    seen[0][1][:MAX_EVIDENCE_CHARS],
+                    seen[0][2],
                 )
-        return mentions, relations
+            )
+    return mentions, relations
 
 
 _PAGE_MARKER = re.compile(r"<!-- page \d+ -->")
@@ -159,8 +175,8 @@ def prose(markdown: str) -> str:
     return "\n".join(out)
 
 
-def _spans(sent: Any) -> list[_Span]:
-    out: list[_Span] = []
+def _spans(sent: Any) -> list[Span]:
+    out: list[Span] = []
     covered: set[int] = set()
     for ent in sent.ents:
         if ent.label_ not in _KEEP:
@@ -171,12 +187,12 @@ def _spans(sent: Any) -> list[_Span]:
         paired = _WITH_ACRONYM.match(name)
         if paired:  # the acronym becomes its own term, merged into the name by `_resolve`
             name = paired.group(1)
-            out.append(_Span(entity_key(paired.group(2)), paired.group(2), "TERM", end - 1, end))
+            out.append(Span(entity_key(paired.group(2)), paired.group(2), "TERM", end - 1, end))
         key = entity_key(name)
         if len(key) < 2 or key in STOPWORDS or key in _HEADINGS or not any(ch.isalpha() for ch in key):
             continue
-        out.append(_Span(key, name, ent.label_, start, end))
-    terms: list[_Span] = []
+        out.append(Span(key, name, ent.label_, start, end))
+    terms: list[Span] = []
     for tok in sent:
         text = tok.text
         if tok.i in covered or not _TERM.match(text) or text in _NOT_TERMS or _ROMAN.match(text):
@@ -187,13 +203,13 @@ def _spans(sent: Any) -> list[_Span]:
         if terms and terms[-1].end == at:  # adjacent terms are one name: "MS MARCO"
             last = terms[-1]
             name = f"{last.name} {text}"
-            terms[-1] = _Span(entity_key(name), name, "TERM", last.start, at + 1)
+            terms[-1] = Span(entity_key(name), name, "TERM", last.start, at + 1)
         else:
-            terms.append(_Span(entity_key(text), text, "TERM", at, at + 1))
+            terms.append(Span(entity_key(text), text, "TERM", at, at + 1))
     return sorted(out + terms, key=lambda s: s.start)
 
 
-def _resolve(spans: list[_Span]) -> tuple[dict[str, str], dict[str, set[str]]]:
+def _resolve(spans: list[Span]) -> tuple[dict[str, str], dict[str, set[str]]]:
     """Maps merged-away keys to the key they merge into, and each kept key to its aliases."""
     full_names = {s.key for s in spans if s.type == "PERSON" and " " in s.key}
     long_names = {s.key: s.name for s in spans if " " in s.key}
@@ -224,7 +240,7 @@ def _initials(name: str) -> str:
     return "".join(w[0] for w in words if w[0].isupper())
 
 
-def _label(words: list[str], spans: list[_Span], a: _Span, b: _Span) -> str:
+def _label(words: list[str], spans: list[Span], a: Span, b: Span) -> str:
     """The words between two names when there are a few, no other name, and one is more than a
     conjunction; else co-occurs. `words` are the sentence's lower-cased tokens, punctuation blanked."""
     first, second = (a, b) if a.start <= b.start else (b, a)
