@@ -14,12 +14,11 @@ from ragstack.knowledge_graph import KnowledgeGraph
 from ragstack.stores.graph import GraphStore
 
 
-def _store(cfg: Config) -> GraphStore:
+def open_graph(cfg: Config) -> GraphStore:
     return GraphStore(cfg.data_dir / "lancedb")
 
 
-def graph_stats(cfg: Config, library: str) -> dict[str, Any]:
-    store = _store(cfg)
+def graph_stats(store: GraphStore, library: str) -> dict[str, Any]:
     kg = store.graph(library)
     communities, _ = store.communities(library)
     g = kg.graph
@@ -45,8 +44,8 @@ def graph_stats(cfg: Config, library: str) -> dict[str, Any]:
     }
 
 
-def communities_listing(cfg: Config, library: str) -> list[dict[str, Any]]:
-    found, _ = _store(cfg).communities(library)
+def communities_listing(store: GraphStore, library: str) -> list[dict[str, Any]]:
+    found, _ = store.communities(library)
     return [
         {
             "community_id": c.community_id,
@@ -59,8 +58,7 @@ def communities_listing(cfg: Config, library: str) -> list[dict[str, Any]]:
     ]
 
 
-def export_graphml(cfg: Config, library: str, out: Path) -> tuple[int, int]:
-    store = _store(cfg)
+def export_graphml(store: GraphStore, library: str, out: Path) -> tuple[int, int]:
     kg: KnowledgeGraph = store.graph(library)
     communities, _ = store.communities(library)
     community_of = {m: c.community_id for c in communities for m in c.members}

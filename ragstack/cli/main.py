@@ -294,10 +294,10 @@ def graph_group() -> None:
 @click.pass_context
 def graph_stats_cmd(ctx: click.Context, library: str) -> None:
     """Entities, relations and communities, the entity types, and the most connected entities."""
-    from ragstack.cli.graph import graph_stats
+    from ragstack.cli.graph import graph_stats, open_graph
 
     cfg = _config(ctx)
-    click.echo(json.dumps(graph_stats(cfg, library or cfg.library), indent=2, ensure_ascii=False))
+    click.echo(json.dumps(graph_stats(open_graph(cfg), library or cfg.library), indent=2, ensure_ascii=False))
 
 
 @graph_group.command(name="communities")
@@ -307,10 +307,10 @@ def graph_stats_cmd(ctx: click.Context, library: str) -> None:
 @click.pass_context
 def graph_communities_cmd(ctx: click.Context, library: str, limit: int, as_json: bool) -> None:
     """The communities, largest first: id, size, main entities."""
-    from ragstack.cli.graph import communities_listing
+    from ragstack.cli.graph import communities_listing, open_graph
 
     cfg = _config(ctx)
-    found = communities_listing(cfg, library or cfg.library)
+    found = communities_listing(open_graph(cfg), library or cfg.library)
     if as_json:
         click.echo(json.dumps(found, ensure_ascii=False))
         return
@@ -326,10 +326,10 @@ def graph_communities_cmd(ctx: click.Context, library: str, limit: int, as_json:
 @click.pass_context
 def graph_export_cmd(ctx: click.Context, out: Path, library: str) -> None:
     """Write the graph to OUT as GraphML (nodes with name, type, community; weighted edges)."""
-    from ragstack.cli.graph import export_graphml
+    from ragstack.cli.graph import export_graphml, open_graph
 
     cfg = _config(ctx)
-    nodes, edges = export_graphml(cfg, library or cfg.library, out)
+    nodes, edges = export_graphml(open_graph(cfg), library or cfg.library, out)
     click.echo(f"wrote {nodes} entities and {edges} relations to {out}")
 
 

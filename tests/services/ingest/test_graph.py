@@ -4,6 +4,7 @@ and graph local and global search over what ingest wrote."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -32,7 +33,7 @@ class Stores:
     def __init__(self, root: Path, embedder, extractor: EntityExtractor) -> None:  # type: ignore[no-untyped-def]
         self.docs = root / "docs"
         shutil.copytree(DOCS, self.docs, ignore=shutil.ignore_patterns("README.md"))
-        lance = root / "lance"
+        lance = root / "data" / "lancedb"  # where a config with data_dir root/data looks
         self.pipeline = IngestPipeline(
             Catalog(root / "catalog.sqlite"),
             VectorStore(lance, embedder.dimension, writer=True),
@@ -169,3 +170,40 @@ def test_graph_global_search_cites_the_chunks_behind_the_best_summary(stores: St
     hits, communities = stores.search.global_(vector, "default", 5, SearchFilter())
     assert "Pierre Curie" in communities[0].entities and communities[0].score > communities[-1].score
     assert hits[0][0].chunk_id in communities[0].chunk_ids and hits[0][0].document_id == stores.doc("curie")
+
+
+def test_inspection_stats_communities_and_graphml(stores: Stores, tmp_path: Path) -> None:
+    import networkx as nx
+
+    from ragstack.cli.graph import communities_listing, export_graphml, graph_stats
+
+    stores.ingest()
+    stats = graph_stats(stores.graph, "default")
+    assert (
+        stats["libraries"] == ["default"] and stats["entities"] > 10 and stats["entity_types"]["PERSON"] >= 5
+    )
+    assert stats["most_connected"][0]["degree"] >= stats["most_connected"][-1]["degree"]
+    listing = communities_listing(stores.graph, "default")
+    assert len(listing) == stats["communities"] and len(listing[0]["members"]) >= len(listing[-1]["members"])
+    nodes, edges = export_graphml(stores.graph, "default", tmp_path / "out" / "g.graphml")
+    back = nx.read_graphml(tmp_path / "out" / "g.graphml")
+    assert (
+        (back.number_of_nodes(), back.number_of_edges())
+        == (nodes, edges)
+        == (stats["entities"], stats["relations"])
+    )
+    assert back.nodes["jeff porcaro"]["type"] == "PERSON" and back.nodes["jeff porcaro"]["community"]
+    assert back.edges["jeff porcaro", "toto"]["label"] == "played drums for"
+
+    # The same through the CLI, on a config whose data_dir holds these stores.
+    from click.testing import CliRunner
+
+    from ragstack.cli.main import cli
+    from tests.conftest import make_config
+
+    make_config(tmp_path / "data")
+    config = str(tmp_path / "data.yaml")
+    shown = CliRunner().invoke(cli, ["--config", config, "graph", "stats", "--library", "default"])
+    assert shown.exit_code == 0 and json.loads(shown.output)["relations"] == stats["relations"]
+    listed = CliRunner().invoke(cli, ["--config", config, "graph", "communities", "-l", "default", "-n", "2"])
+    assert listed.exit_code == 0 and len(listed.output.splitlines()) == 2
