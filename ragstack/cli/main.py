@@ -171,6 +171,27 @@ def eval_retrieval(ctx: click.Context, folder: Path, split: str, mode: str, as_j
         print_report(f"retrieval: {report['dataset']} ({split}), {mode}", report)
 
 
+@eval_group.command(name="verify")
+@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--split", default="train", show_default=True, help="claims_<split>.csv to evaluate.")
+@click.option("--limit", default=0, show_default=True, help="Only the first N rows (0: all).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object on stdout.")
+@click.pass_context
+def eval_verify(ctx: click.Context, folder: Path, split: str, limit: int, as_json: bool) -> None:
+    """Precision, recall and F1 of "supported" on FOLDER's labelled claims (SciFact layout:
+    claims_<split>.csv and corpus_sentences.jsonl), each checked against the abstract it cites."""
+    from ragstack.cli.output import print_report, progress_reporter
+    from ragstack.evals.verify import evaluate_verify
+
+    cfg = _config(ctx)
+    with progress_reporter() as progress:
+        report = _run(evaluate_verify(cfg, folder, split, limit, progress))
+    if as_json:
+        click.echo(json.dumps(report))
+    else:
+        print_report(f"verify: {report['dataset']} ({split}), {report['method']}", report)
+
+
 @cli.group(name="bench")
 def bench_group() -> None:
     """Measure speed on benchmark data."""

@@ -15,8 +15,6 @@ from ragstack.evals import beir
 from ragstack.evals.metrics import mrr_at_k, ndcg_at_k, percentile, recall_at_k, unique_in_order
 from ragstack.rpc.clients import RetrieveClient
 
-MODES = ("lexical", "dense", "hybrid", "auto")
-
 
 async def evaluate(
     cfg: Config,

@@ -1,8 +1,10 @@
-"""The offline claim checker: semantic similarity plus consistency checks on numbers and negation.
+"""The offline claim checker: semantic similarity plus consistency checks on numbers, names,
+negation and the direction of an effect.
 
 A claim is judged only against the evidence its refs point at. A claim with no ref, or with refs
-that match no evidence, cannot be judged and is unsupported (fail closed). A number in the claim
-that the cited evidence does not contain makes the claim unsupported, however similar the text.
+that match no evidence, cannot be judged and is unsupported (fail closed). A number or a coded name
+in the claim that the cited evidence does not contain makes the claim unsupported, however similar
+the text; so does a negation, or an effect going the other way, against the closest evidence sentence.
 """
 
 from __future__ import annotations
@@ -19,6 +21,20 @@ from ragstack.text import content_words, numbers, split_sentences
 from services.verify.claims import DraftClaim, split_claims
 
 _NEGATION = re.compile(r"\b(?:not|no|never|none|neither|nor|cannot|without)\b|n't\b", re.IGNORECASE)
+# Words that give an effect its direction; a claim going one way cited to evidence going only the
+# other ("risen" against "decreasing", "negatively" against "positively") is not supported.
+_UP = re.compile(
+    r"\b(?:increas\w*|rais(?:e|es|ed|ing)|ris(?:e|es|en|ing)|rose|higher|elevat\w*|enhanc\w*|greater|more|promot\w*|"
+    r"positive\w*|up-?regulat\w*|improv\w*|activat\w*|stimulat\w*|induc\w*|accelerat\w*|augment\w*)\b",
+    re.IGNORECASE,
+)
+_DOWN = re.compile(
+    r"\b(?:decreas\w*|reduc\w*|lower\w*|declin\w*|diminish\w*|less|fewer|inhibit\w*|suppress\w*|"
+    r"negative\w*|down-?regulat\w*|impair\w*|attenuat\w*|prevent\w*|block\w*|loss|slow\w*|deplet\w*)\b",
+    re.IGNORECASE,
+)
+# Names that must appear in the evidence as they are: codes, genes, acronyms ("PPM1D", "MafA", "BM25").
+_NAMED = re.compile(r"\b(?=\w*[A-Z]\w*[A-Z0-9])[A-Za-z][A-Za-z0-9-]{1,15}\b")
 ABSTAIN_CONFIDENCE_CAP = 0.25
 
 
@@ -50,6 +66,9 @@ class OfflineChecker:
             return self._verdict(
                 claim, Verdict.UNSUPPORTED, 0.95, f"number {sorted(missing)[0]} is not in the cited evidence"
             )
+        named = [n for n in _NAMED.findall(claim.text) if not _mentions(text, n)]
+        if named:
+            return self._verdict(claim, Verdict.UNSUPPORTED, 0.9, f"{named[0]} is not in the cited evidence")
         sentences = [s for e in cited for s in split_sentences(e.text)] or [text]
         vectors = self._embedder.embed([claim.text, *sentences])
         sims = vectors[1:] @ vectors[0]
@@ -62,12 +81,29 @@ class OfflineChecker:
             for i, s in enumerate(sentences)
         ]
         best = int(np.argmax(per_sentence))
+        # The number must be where the claim is stated, not anywhere in the abstract.
+        misplaced = numbers(claim.text) - numbers(sentences[best])
+        if misplaced:
+            return self._verdict(
+                claim,
+                Verdict.UNSUPPORTED,
+                0.9,
+                f"number {sorted(misplaced)[0]} is not in the closest evidence sentence",
+            )
         if bool(_NEGATION.search(claim.text)) != bool(_NEGATION.search(sentences[best])):
             return self._verdict(
                 claim,
                 Verdict.UNSUPPORTED,
                 0.6,
                 f"negation differs from the closest evidence (score {score:.2f})",
+            )
+        claimed = _direction(claim.text)
+        if claimed and _direction(sentences[best]) == -claimed:
+            return self._verdict(
+                claim,
+                Verdict.UNSUPPORTED,
+                0.6,
+                f"the effect goes the other way in the closest evidence (score {score:.2f})",
             )
         if score >= self._support:
             return self._verdict(
@@ -84,6 +120,22 @@ class OfflineChecker:
         return Claim(
             claim.claim_id, claim.text, claim.refs, verdict, round(min(max(confidence, 0.0), 1.0), 4), reason
         )
+
+
+def _mentions(text: str, name: str) -> bool:
+    """The name as written, or an acronym spelled out ("RRF" by "reciprocal rank fusion")."""
+    if name.lower() in text.lower():
+        return True
+    if not (name.isalpha() and name.isupper()):
+        return False
+    initials = "".join(w[0] for w in re.findall(r"[A-Za-z]+", text)).upper()
+    return name in initials
+
+
+def _direction(text: str) -> int:
+    """+1 when a text's effect words say up, -1 down, 0 neither or both."""
+    up, down = len(_UP.findall(text)), len(_DOWN.findall(text))
+    return (up > down) - (down > up)
 
 
 class Verifier:

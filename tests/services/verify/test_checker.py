@@ -81,3 +81,25 @@ def test_threshold_override_and_empty_answer(verifier: Verifier) -> None:
     assert verifier.verify(half, EVIDENCE, 0.5, abstain_threshold=0.9).abstain
     with pytest.raises(InvalidArgument):
         verifier.verify("  ", EVIDENCE, 0.5)
+
+
+def test_effect_going_the_other_way_is_not_supported(verifier: Verifier) -> None:
+    evidence = [
+        Evidence("1", "d:0", "Subjects with panic anxiety have elevated levels of orexin in the CSF.")
+    ]
+    same = verifier.verify(
+        "Subjects with panic anxiety have higher levels of orexin in the CSF [1].", evidence, 0.9
+    )
+    other = verifier.verify(
+        "Subjects with panic anxiety have decreased levels of orexin in the CSF [1].", evidence, 0.9
+    )
+    assert same.manifest.claims[0].verdict == Verdict.SUPPORTED
+    assert (
+        other.manifest.claims[0].verdict == Verdict.UNSUPPORTED
+        and "other way" in other.manifest.claims[0].reason
+    )
+
+
+def test_a_coded_name_missing_from_the_evidence_is_not_supported(verifier: Verifier) -> None:
+    v = verifier.verify("Tantivy defaults to k1 = 1.2 and b = 0.75 in BM25F [1].", EVIDENCE, 0.9)
+    assert v.manifest.claims[0].verdict == Verdict.UNSUPPORTED and "BM25F" in v.manifest.claims[0].reason
