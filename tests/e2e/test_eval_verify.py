@@ -50,7 +50,7 @@ def test_loader_pairs_claims_with_their_abstracts(tmp_path: Path) -> None:
         ("3", "12", "NEI"),  # no evidence document: the first cited one
         ("4", "12", "SUPPORT"),
     ]
-    with pytest.raises(InvalidArgument, match="claims_dev.csv"):
+    with pytest.raises(InvalidArgument, match=r"claims_dev\.csv"):
         load_claims(tmp_path / "mini", "dev")
 
 
