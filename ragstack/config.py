@@ -147,6 +147,9 @@ class VerifyConfig(_Strict):
         0.55, ge=0, le=1, description="Offline checker: score at or above which a claim is supported."
     )
     partial_threshold: float = Field(0.4, ge=0, le=1, description="Offline checker: score for partial.")
+    llm_judge: bool = Field(
+        True, description="Decompose and judge claims with the LLM when one is reachable (offline otherwise)."
+    )
 
 
 class LLMConfig(_Strict):

@@ -19,6 +19,7 @@ from ragstack.domain import Claim, Evidence, Manifest, Verdict, Verification
 from ragstack.errors import InvalidArgument
 from ragstack.text import content_words, numbers, split_sentences
 from services.verify.claims import DraftClaim, split_claims
+from services.verify.llm_judge import LLMJudge
 
 _NEGATION = re.compile(r"\b(?:not|no|never|none|neither|nor|cannot|without)\b|n't\b", re.IGNORECASE)
 # Words that give an effect its direction; a claim going one way cited to evidence going only the
@@ -52,23 +53,31 @@ class OfflineChecker:
         self._support = support_threshold
         self._partial = partial_threshold
 
-    def judge(self, claim: DraftClaim, evidence: Mapping[str, Evidence]) -> Claim:
+    def guard(self, claim: DraftClaim, evidence: Mapping[str, Evidence]) -> Claim | None:
+        """The checks no judge may overrule: refs that point at evidence, and numbers and coded
+        names the cited evidence contains. An unsupported verdict, or None when they pass."""
         if not claim.refs:
-            return self._verdict(claim, Verdict.UNSUPPORTED, 1.0, "cites no evidence")
+            return self.verdict(claim, Verdict.UNSUPPORTED, 1.0, "cites no evidence")
         cited = [evidence[r] for r in claim.refs if r in evidence]
         if not cited:
-            return self._verdict(
-                claim, Verdict.UNSUPPORTED, 1.0, f"refs {list(claim.refs)} match no evidence"
-            )
+            return self.verdict(claim, Verdict.UNSUPPORTED, 1.0, f"refs {list(claim.refs)} match no evidence")
         text = " ".join(e.text for e in cited)
         missing = numbers(claim.text) - numbers(text)
         if missing:
-            return self._verdict(
+            return self.verdict(
                 claim, Verdict.UNSUPPORTED, 0.95, f"number {sorted(missing)[0]} is not in the cited evidence"
             )
         named = [n for n in _NAMED.findall(claim.text) if not _mentions(text, n)]
         if named:
-            return self._verdict(claim, Verdict.UNSUPPORTED, 0.9, f"{named[0]} is not in the cited evidence")
+            return self.verdict(claim, Verdict.UNSUPPORTED, 0.9, f"{named[0]} is not in the cited evidence")
+        return None
+
+    def judge(self, claim: DraftClaim, evidence: Mapping[str, Evidence]) -> Claim:
+        refused = self.guard(claim, evidence)
+        if refused is not None:
+            return refused
+        cited = [evidence[r] for r in claim.refs if r in evidence]
+        text = " ".join(e.text for e in cited)
         sentences = [s for e in cited for s in split_sentences(e.text)] or [text]
         vectors = self._embedder.embed([claim.text, *sentences])
         sims = vectors[1:] @ vectors[0]
@@ -84,14 +93,14 @@ class OfflineChecker:
         # The number must be where the claim is stated, not anywhere in the abstract.
         misplaced = numbers(claim.text) - numbers(sentences[best])
         if misplaced:
-            return self._verdict(
+            return self.verdict(
                 claim,
                 Verdict.UNSUPPORTED,
                 0.9,
                 f"number {sorted(misplaced)[0]} is not in the closest evidence sentence",
             )
         if bool(_NEGATION.search(claim.text)) != bool(_NEGATION.search(sentences[best])):
-            return self._verdict(
+            return self.verdict(
                 claim,
                 Verdict.UNSUPPORTED,
                 0.6,
@@ -99,27 +108,33 @@ class OfflineChecker:
             )
         claimed = _direction(claim.text)
         if claimed and _direction(sentences[best]) == -claimed:
-            return self._verdict(
+            return self.verdict(
                 claim,
                 Verdict.UNSUPPORTED,
                 0.6,
                 f"the effect goes the other way in the closest evidence (score {score:.2f})",
             )
         if score >= self._support:
-            return self._verdict(
+            return self.verdict(
                 claim, Verdict.SUPPORTED, score, f"matches cited evidence (score {score:.2f})"
             )
         if score >= self._partial:
-            return self._verdict(claim, Verdict.PARTIAL, score, f"partly matches (score {score:.2f})")
-        return self._verdict(
+            return self.verdict(claim, Verdict.PARTIAL, score, f"partly matches (score {score:.2f})")
+        return self.verdict(
             claim, Verdict.UNSUPPORTED, 1.0 - score, f"not found in cited evidence (score {score:.2f})"
         )
 
     @staticmethod
-    def _verdict(claim: DraftClaim, verdict: Verdict, confidence: float, reason: str) -> Claim:
+    def verdict(claim: DraftClaim, verdict: Verdict, confidence: float, reason: str) -> Claim:
         return Claim(
             claim.claim_id, claim.text, claim.refs, verdict, round(min(max(confidence, 0.0), 1.0), 4), reason
         )
+
+
+def _judged_offline(
+    checker: OfflineChecker, drafts: Sequence[DraftClaim], evidence: Mapping[str, Evidence]
+) -> dict[str, Claim]:
+    return {c.claim_id: checker.judge(c, evidence) for c in drafts}
 
 
 def _mentions(text: str, name: str) -> bool:
@@ -139,9 +154,12 @@ def _direction(text: str) -> int:
 
 
 class Verifier:
-    def __init__(self, checker: OfflineChecker, abstain_threshold: float) -> None:
+    def __init__(
+        self, checker: OfflineChecker, abstain_threshold: float, judge: LLMJudge | None = None
+    ) -> None:
         self._checker = checker
         self._abstain_threshold = abstain_threshold
+        self._judge = judge
 
     def verify(
         self,
@@ -153,8 +171,7 @@ class Verifier:
         if not answer.strip():
             raise InvalidArgument("answer is empty")
         by_ref = {e.ref: e for e in evidence}
-        drafts = split_claims(answer)
-        judged = {c.claim_id: self._checker.judge(c, by_ref) for c in drafts}
+        drafts, judged, method = self._judged(answer, by_ref)
         # Verdicts are matched to claims by id; a claim without a verdict is unsupported.
         claims = tuple(
             judged.get(c.claim_id)
@@ -169,5 +186,20 @@ class Verifier:
         confidence = 0.6 * ratio + 0.4 * grade
         if abstain:
             confidence = min(confidence, ABSTAIN_CONFIDENCE_CAP)
-        manifest = Manifest(claims, round(ratio, 4), self._checker.method, True)
+        manifest = Manifest(claims, round(ratio, 4), method, True)
         return Verification(manifest, round(confidence, 4), abstain)
+
+    def _judged(
+        self, answer: str, evidence: Mapping[str, Evidence]
+    ) -> tuple[list[DraftClaim], dict[str, Claim], str]:
+        """The claims and their verdicts: by the LLM when one is reachable (the offline guards
+        still overrule it), else offline. Also says which method ran."""
+        if self._judge is None or not self._judge.available():
+            drafts = split_claims(answer)
+            return drafts, _judged_offline(self._checker, drafts, evidence), self._checker.method
+        drafts = self._judge.decompose(answer)
+        guarded = {c.claim_id: g for c in drafts if (g := self._checker.guard(c, evidence)) is not None}
+        verdicts = self._judge.judge([c for c in drafts if c.claim_id not in guarded], evidence)
+        if verdicts is None:
+            return drafts, _judged_offline(self._checker, drafts, evidence), self._checker.method
+        return drafts, {**verdicts, **guarded}, self._judge.name
