@@ -34,6 +34,9 @@ _DOWN = re.compile(
     r"negative\w*|down-?regulat\w*|impair\w*|attenuat\w*|prevent\w*|block\w*|loss|slow\w*|deplet\w*)\b",
     re.IGNORECASE,
 )
+_MONTH = re.compile(
+    r"\b(?:January|February|March|April|May|June|July|August|September|October|November|December)\b"
+)
 # Names that must appear in the evidence as they are: codes, genes, acronyms ("PPM1D", "MafA", "BM25").
 _NAMED = re.compile(r"\b(?=\w*[A-Z]\w*[A-Z0-9])[A-Za-z][A-Za-z0-9-]{1,15}\b")
 ABSTAIN_CONFIDENCE_CAP = 0.25
@@ -67,7 +70,7 @@ class OfflineChecker:
             return self.verdict(
                 claim, Verdict.UNSUPPORTED, 0.95, f"number {sorted(missing)[0]} is not in the cited evidence"
             )
-        named = [n for n in _NAMED.findall(claim.text) if not _mentions(text, n)]
+        named = [n for n in _NAMED.findall(claim.text) + _MONTH.findall(claim.text) if not _mentions(text, n)]
         if named:
             return self.verdict(claim, Verdict.UNSUPPORTED, 0.9, f"{named[0]} is not in the cited evidence")
         return None

@@ -103,3 +103,13 @@ def test_effect_going_the_other_way_is_not_supported(verifier: Verifier) -> None
 def test_a_coded_name_missing_from_the_evidence_is_not_supported(verifier: Verifier) -> None:
     v = verifier.verify("Tantivy defaults to k1 = 1.2 and b = 0.75 in BM25F [1].", EVIDENCE, 0.9)
     assert v.manifest.claims[0].verdict == Verdict.UNSUPPORTED and "BM25F" in v.manifest.claims[0].reason
+
+
+def test_a_date_that_differs_is_not_supported(verifier: Verifier) -> None:
+    evidence = [Evidence("1", "d:0", "The index was rebuilt in March 2024 after the upgrade.")]
+    same = verifier.verify("The index was rebuilt in March 2024 [1].", evidence, 0.9)
+    other = verifier.verify("The index was rebuilt in April 2024 [1].", evidence, 0.9)
+    assert same.manifest.claims[0].verdict == Verdict.SUPPORTED
+    assert (
+        other.manifest.claims[0].verdict == Verdict.UNSUPPORTED and "April" in other.manifest.claims[0].reason
+    )
