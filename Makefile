@@ -60,13 +60,14 @@ demo: install  ## ingest the bundled sample corpus and answer a question with ci
 serve: install  ## run all four services and the gateway on loopback
 	$(BIN)/ragstack serve
 
-eval: install  ## the README's quality figures: retrieval on SciFact (train) and HotpotQA (dev)
+eval: install  ## the README's quality figures: retrieval on SciFact (train) and HotpotQA (dev), verification on SciFact claims
 	@for mode in lexical dense hybrid; do \
 		$(BIN)/ragstack eval retrieval $(DATA)/scifact --split train --mode $$mode --json; done
 	@for mode in lexical dense hybrid graph graph-global; do \
 		$(BIN)/ragstack eval retrieval $(DATA)/hotpotqa_dev200 --split dev --mode $$mode --json; done
 	@RAGSTACK__RETRIEVE__GRAPH_WEIGHT=0.1 \
 		$(BIN)/ragstack eval retrieval $(DATA)/hotpotqa_dev200 --split dev --mode hybrid --json
+	@$(BIN)/ragstack eval verify $(DATA)/scifact --split train --json
 
 bench-deps: $(STAMP)  ## the PyTorch reference for bench embed (CPU torch, sentence-transformers)
 	$(BIN)/pip install -q -e '.[bench]'
