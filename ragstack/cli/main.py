@@ -171,6 +171,33 @@ def eval_retrieval(ctx: click.Context, folder: Path, split: str, mode: str, as_j
         print_report(f"retrieval: {report['dataset']} ({split}), {mode}", report)
 
 
+@eval_group.command(name="qa")
+@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option(
+    "--mode",
+    type=click.Choice([m.value for m in SearchMode]),
+    default="auto",
+    show_default=True,
+    help="Retrieval strategy for every question (auto: the router decides).",
+)
+@click.option("--limit", default=0, show_default=True, help="Only the first N questions (0: all).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object on stdout.")
+@click.pass_context
+def eval_qa(ctx: click.Context, folder: Path, mode: str, limit: int, as_json: bool) -> None:
+    """EM, F1, answer recall, abstention and supporting-paragraph recall of FOLDER's questions.jsonl,
+    each asked through the agent on FOLDER's corpus.jsonl."""
+    from ragstack.cli.output import print_report, progress_reporter
+    from ragstack.evals.qa import evaluate_qa
+
+    cfg = _config(ctx)
+    with progress_reporter() as progress:
+        report = _run(evaluate_qa(cfg, folder, mode, limit, progress))
+    if as_json:
+        click.echo(json.dumps(report))
+    else:
+        print_report(f"qa: {report['dataset']}, {mode}", report)
+
+
 @eval_group.command(name="verify")
 @click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--split", default="train", show_default=True, help="claims_<split>.csv to evaluate.")

@@ -20,8 +20,12 @@ class BeirSet:
 
     @property
     def library(self) -> str:
-        """The library the corpus is ingested into: its own, reused while unchanged."""
-        return "beir-" + re.sub(r"[^A-Za-z0-9_.-]", "-", self.name)[:58]
+        return library_for(self.name)
+
+
+def library_for(dataset: str) -> str:
+    """The library a dataset's corpus is ingested into: its own, reused while unchanged."""
+    return "beir-" + re.sub(r"[^A-Za-z0-9_.-]", "-", dataset)[:58]
 
 
 def load(folder: Path, split: str) -> BeirSet:
