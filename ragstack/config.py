@@ -140,6 +140,9 @@ class GenerationConfig(_Strict):
     )
     verify_answers: bool = Field(True, description="Send every answer through the verify service.")
     max_answer_sentences: int = Field(3, ge=1, le=20, description="Extractive answers: sentences kept.")
+    max_steps: int = Field(
+        4, ge=1, le=10, description="Agent: searches per question (sub-questions and corrective retries)."
+    )
 
 
 class VerifyConfig(_Strict):

@@ -263,7 +263,10 @@ def ask_event_to_pb(event: d.AskEvent) -> agent_pb2.AskResponse:
         case d.RouteEvent():
             return agent_pb2.AskResponse(
                 route=agent_pb2.RouteEvent(
-                    mode=mode_to_pb(event.mode), classifier=event.classifier, reason=event.reason
+                    mode=mode_to_pb(event.mode),
+                    classifier=event.classifier,
+                    reason=event.reason,
+                    sub_questions=list(event.sub_questions),
                 )
             )
         case d.ToolCallEvent():
@@ -307,7 +310,8 @@ def ask_event_from_pb(pb: agent_pb2.AskResponse) -> d.AskEvent:
     if kind == "start":
         return d.StartEvent(trace_id=pb.start.trace_id)
     if kind == "route":
-        return d.RouteEvent(mode_from_pb(pb.route.mode), pb.route.classifier, pb.route.reason)
+        r = pb.route
+        return d.RouteEvent(mode_from_pb(r.mode), r.classifier, r.reason, tuple(r.sub_questions))
     if kind == "tool_call":
         t = pb.tool_call
         return d.ToolCallEvent(t.tool, t.arguments_json, t.result_count, t.took_ms)

@@ -205,6 +205,7 @@ class RouteEvent:
     mode: SearchMode
     classifier: str
     reason: str
+    sub_questions: tuple[str, ...] = ()  # agentic plans: searched one by one
 
 
 @dataclass(frozen=True)

@@ -26,14 +26,16 @@ class StartEvent(_message.Message):
     def __init__(self, trace_id: _Optional[str] = ...) -> None: ...
 
 class RouteEvent(_message.Message):
-    __slots__ = ("mode", "classifier", "reason")
+    __slots__ = ("mode", "classifier", "reason", "sub_questions")
     MODE_FIELD_NUMBER: _ClassVar[int]
     CLASSIFIER_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    SUB_QUESTIONS_FIELD_NUMBER: _ClassVar[int]
     mode: _common_pb2.SearchMode
     classifier: str
     reason: str
-    def __init__(self, mode: _Optional[_Union[_common_pb2.SearchMode, str]] = ..., classifier: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+    sub_questions: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, mode: _Optional[_Union[_common_pb2.SearchMode, str]] = ..., classifier: _Optional[str] = ..., reason: _Optional[str] = ..., sub_questions: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ToolCallEvent(_message.Message):
     __slots__ = ("tool", "arguments_json", "result_count", "took_ms")

@@ -8,7 +8,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -18,6 +18,7 @@ from ragstack import domain as d
 from ragstack.config import GenerationConfig
 from ragstack.errors import InvalidArgument, RagstackError
 from ragstack.telemetry import current_trace_id
+from ragstack.text import content_words
 from ragstack.traces import TraceStore
 from services.agent import generate, grading
 from services.agent.router import route
@@ -26,6 +27,28 @@ log = logging.getLogger(__name__)
 tracer = trace.get_tracer("ragstack.agent")
 
 _GRAPH_MODES = (d.SearchMode.GRAPH_LOCAL, d.SearchMode.GRAPH_GLOBAL)
+
+
+@dataclass
+class _Found:
+    hits: list[d.SearchHit] = field(default_factory=list)
+    score: float = 0.0
+    grade: str = grading.INCORRECT
+
+
+def _topic(query: str) -> str:
+    """Retries of one query (its keywords, another mode) count against the same tried modes."""
+    return " ".join(sorted(content_words(query)))
+
+
+def _interleave(lists: Sequence[Sequence[d.SearchHit]], limit: int) -> list[d.SearchHit]:
+    """The hits of several searches taken in turn (each one's best first), each chunk once."""
+    out: dict[str, d.SearchHit] = {}
+    for rank in range(max((len(x) for x in lists), default=0)):
+        for hits in lists:
+            if rank < len(hits) and hits[rank].chunk.chunk_id not in out:
+                out[hits[rank].chunk.chunk_id] = hits[rank]
+    return list(out.values())[:limit]
 
 
 class RetrieverPort(Protocol):
@@ -104,38 +127,15 @@ class Agent:
             "mode": chosen.mode.value,
             "classifier": chosen.classifier,
             "reason": chosen.reason,
+            "sub_questions": list(chosen.sub_questions),
         }
         yield chosen
 
-        with tracer.start_as_current_span("agent.retrieve"):
-            t0 = self._clock()
-            hits, ran = await self._retriever.search(question, library, top_k, chosen.mode)
-            if not hits and chosen.classifier != "explicit" and ran in _GRAPH_MODES:
-                # A library without a graph (or communities) still answers: fall back to hybrid.
-                hits, ran = await self._retriever.search(question, library, top_k, d.SearchMode.HYBRID)
-            took = (self._clock() - t0) * 1000
-        args = {"query": question, "library": library, "top_k": top_k, "mode": ran.value}
-        record["tool_calls"] = [
-            {
-                "tool": "search",
-                "arguments": args,
-                "result_count": len(hits),
-                "took_ms": round(took, 1),
-                "hits": [
-                    {
-                        "chunk_id": h.chunk.chunk_id,
-                        "score": h.score,
-                        "signals": [asdict(s) for s in h.signals],
-                    }
-                    for h in hits
-                ],
-            }
-        ]
-        yield d.ToolCallEvent("search", json.dumps(args), len(hits), took)
-        score = grading.evidence_score(question, hits)
-        grade = grading.grade(score)
-        record["grades"] = [{"grade": grade, "score": score}]
-        yield d.EvidenceEvent(tuple(hits), grade, score)
+        found = _Found()
+        async for event in self._gather(question, library, top_k, chosen, record, found):
+            yield event
+        hits, score, grade = found.hits, found.score, found.grade
+        record["grade"] = {"grade": grade, "score": score, "hits": len(hits)}
 
         evidence = generate.number_evidence(hits)
         with tracer.start_as_current_span("agent.generate"):
@@ -212,6 +212,70 @@ class Agent:
             generator=generator,
             manifest=verification.manifest,
         )
+
+    async def _gather(
+        self,
+        question: str,
+        library: str,
+        top_k: int,
+        chosen: d.RouteEvent,
+        record: dict[str, Any],
+        found: _Found,
+    ) -> AsyncIterator[d.AskEvent]:
+        """The bounded search loop: one search per sub-question (or the question), each graded; a
+        search graded incorrect is followed by another tool (new keywords, or another retrieval
+        mode) while the step budget lasts, unless the request fixed the mode. The evidence is every
+        useful search's hits, taken in turn."""
+        queue = [(q, chosen.mode, "") for q in chosen.sub_questions] or [(question, chosen.mode, "")]
+        budget = max(self._gen.max_steps, len(queue))
+        tried: dict[str, set[d.SearchMode]] = {}
+        steps: list[tuple[list[d.SearchHit], str]] = []
+        record["tool_calls"], record["grades"] = [], []
+        while queue and budget > 0:
+            query, mode, hint = queue.pop(0)
+            budget -= 1
+            with tracer.start_as_current_span("agent.retrieve"):
+                t0 = self._clock()
+                hits, ran = await self._retriever.search(query, library, top_k, mode)
+                if not hits and chosen.classifier != "explicit" and ran in _GRAPH_MODES:
+                    # A library without a graph (or communities) still answers: fall back to hybrid.
+                    hits, ran = await self._retriever.search(query, library, top_k, d.SearchMode.HYBRID)
+                took = (self._clock() - t0) * 1000
+            tried.setdefault(_topic(query), set()).add(ran)
+            args = {"query": query, "library": library, "top_k": top_k, "mode": ran.value}
+            score = grading.evidence_score(query, hits)
+            grade = grading.grade(score)
+            record["tool_calls"].append(
+                {
+                    "tool": "search",
+                    "arguments": args,
+                    "hint": hint,
+                    "result_count": len(hits),
+                    "took_ms": round(took, 1),
+                    "hits": [
+                        {
+                            "chunk_id": h.chunk.chunk_id,
+                            "score": h.score,
+                            "signals": [asdict(s) for s in h.signals],
+                        }
+                        for h in hits
+                    ],
+                }
+            )
+            record["grades"].append({"query": query, "grade": grade, "score": score})
+            yield d.ToolCallEvent("search", json.dumps(args), len(hits), took)
+            yield d.EvidenceEvent(tuple(hits), grade, score)
+            steps.append((hits, grade))
+            if grade == grading.INCORRECT and chosen.classifier != "explicit":
+                retry = grading.corrective(query, ran, tried[_topic(query)])
+                if retry is not None:
+                    queue.insert(0, (*retry, f"evidence graded incorrect: retrying with {retry[1].value}"))
+        useful = [h for h, g in steps if g != grading.INCORRECT] or [h for h, _ in steps]
+        found.hits = _interleave(useful, top_k * max(1, len(chosen.sub_questions)))
+        found.score = grading.evidence_score(question, found.hits)
+        found.grade = grading.grade(found.score)
+        if len(steps) > 1:  # the evidence as a whole, graded against the whole question
+            yield d.EvidenceEvent(tuple(found.hits), found.grade, found.score)
 
     async def _extract(
         self, question: str, evidence: Sequence[generate.NumberedEvidence], record: dict[str, Any]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ragstack.domain import SearchHit
-from ragstack.text import content_words
+from ragstack.domain import SearchHit, SearchMode
+from ragstack.text import STOPWORDS, content_words, words
 
 CORRECT, AMBIGUOUS, INCORRECT = "correct", "ambiguous", "incorrect"
 
@@ -30,3 +30,18 @@ def grade(score: float) -> str:
     if score >= 0.3:
         return AMBIGUOUS
     return INCORRECT
+
+
+def corrective(query: str, ran: SearchMode, tried: set[SearchMode]) -> tuple[str, SearchMode] | None:
+    """What to try after evidence graded incorrect: the query's keywords alone through BM25 after a
+    fused or dense search, meaning after words, the graph after both; None once all were tried."""
+    keywords = " ".join(w for w in words(query) if w not in STOPWORDS) or query
+    for mode, text in (
+        (SearchMode.LEXICAL, keywords),
+        (SearchMode.DENSE, query),
+        (SearchMode.GRAPH_LOCAL, query),
+        (SearchMode.HYBRID, query),
+    ):
+        if mode not in tried and mode != ran:
+            return text, mode
+    return None

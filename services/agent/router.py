@@ -20,9 +20,58 @@ _THEMES = re.compile(
 )
 
 
+# A name: capitalised words, with the small words names contain ("Bank of America", "Leonardo da Vinci").
+_NAME = r"[A-Z0-9][\w'.&-]*(?:\s+(?:(?:of|the|de|da|del|la|le|von|van|du|y)\s+)?[A-Z0-9][\w'.&-]*)*"
+_PAIR = re.compile(rf"((?:the\s+)?{_NAME})\s*,?\s+(?:and|or|vs\.?|versus)\s+((?:the\s+)?{_NAME})")
+_COMPARE = re.compile(
+    r"\b(?:compare|comparison|differ\w*|versus|vs\.?|both|same|either|neither|in common)\b"
+    r"|^\s*(?:which|who)\b.*\b(?:\w+er|more|less|first|earlier|later)\b.*\bor\b",
+    re.IGNORECASE,
+)
+_OPENERS = {
+    "are",
+    "were",
+    "is",
+    "was",
+    "do",
+    "did",
+    "does",
+    "which",
+    "who",
+    "what",
+    "when",
+    "where",
+    "how",
+    "in",
+}
+
+
+def comparison(question: str) -> tuple[str, str] | None:
+    """The two sides of a comparison question ("Were A and B both ...?", "Which is older, A or B?"),
+    or None when it is not one."""
+    if not _COMPARE.search(question):
+        return None
+    first, _, rest = question.strip().partition(" ")
+    body = rest if first.lower() in _OPENERS else question.strip()
+    pairs = _PAIR.findall(body)
+    if not pairs:
+        return None
+    a, b = pairs[-1]
+    return (a, b) if a.lower() != b.lower() else None
+
+
 def route(question: str, requested: SearchMode) -> RouteEvent:
     if requested != SearchMode.AUTO:
         return RouteEvent(requested, "explicit", "mode set by the request")
+    sides = comparison(question)
+    if sides:
+        a, b = sides
+        return RouteEvent(
+            SearchMode.HYBRID,
+            "heuristic",
+            "a comparison: one search per side, then the answer from both",
+            (_side(question, a, b), _side(question, b, a)),
+        )
     words = question.split()
     if _THEMES.search(question):
         return RouteEvent(
@@ -31,3 +80,15 @@ def route(question: str, requested: SearchMode) -> RouteEvent:
     if _IDENTIFIER.search(question) and len(words) <= 6:
         return RouteEvent(SearchMode.LEXICAL, "heuristic", "short query around an exact identifier")
     return RouteEvent(SearchMode.HYBRID, "heuristic", "general question: lexical and dense fused")
+
+
+def _side(question: str, keep: str, drop: str) -> str:
+    """The question about one side: the other side's name taken out ("Were A of the same ...")."""
+    text = re.sub(
+        rf"\s*,?\s+(?:and|or|vs\.?|versus)\s+{re.escape(drop)}|{re.escape(drop)}\s*,?\s+(?:and|or|vs\.?|versus)\s+",
+        " ",
+        question,
+        count=1,
+    )
+    text = re.sub(r"\s+([?.,!])", r"\1", " ".join(text.split()))
+    return text if keep in text else f"{keep} {question}"

@@ -1,0 +1,113 @@
+"""The bounded search loop: one search per side of a comparison, a corrective retry after evidence
+graded incorrect, no retry when the request fixed the mode, and the step budget."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from ragstack import domain as d
+from ragstack.config import GenerationConfig
+from ragstack.traces import TraceStore
+from services.agent.ask import Agent
+from services.verify.checker import OfflineChecker, Verifier
+from tests.services.agent.test_ask import LocalVerifier, ScriptedLLM
+
+
+def hit(doc: str, text: str) -> d.SearchHit:
+    return d.SearchHit(d.Chunk(f"{doc}:0", doc, "default", text, (doc,), (), 0, doc, f"{doc}.md"), 1.0)
+
+
+PAGES = {
+    "derrickson": hit("derrickson", "Scott Derrickson is an American director of horror films."),
+    "wood": hit("wood", "Ed Wood was an American filmmaker known for low-budget films."),
+    "noise": hit("noise", "The weather in the mountains changes quickly in spring."),
+}
+
+
+class ScriptedRetriever:
+    """Answers by rules on (query, mode); records every call."""
+
+    def __init__(self, embedder, answer) -> None:  # type: ignore[no-untyped-def]
+        self.embedder, self.answer = embedder, answer
+        self.calls: list[tuple[str, d.SearchMode]] = []
+
+    async def score(self, query: str, texts: Sequence[str]) -> list[float]:
+        vectors = self.embedder.embed([query, *texts])
+        return [float(x) for x in vectors[1:] @ vectors[0]]
+
+    async def search(self, query: str, library: str, top_k: int, mode: d.SearchMode):  # type: ignore[no-untyped-def]
+        self.calls.append((query, mode))
+        return self.answer(query, mode), mode
+
+
+def agent_with(tmp_path: Path, embedder, retriever, max_steps: int = 4) -> Agent:  # type: ignore[no-untyped-def]
+    return Agent(
+        retriever,
+        LocalVerifier(Verifier(OfflineChecker(embedder, 0.55, 0.4), 0.5)),
+        ScriptedLLM([], reachable=False),
+        TraceStore(tmp_path / "traces", 10),
+        GenerationConfig(max_steps=max_steps),
+        default_top_k=2,
+    )
+
+
+async def ask(agent: Agent, question: str, mode: d.SearchMode = d.SearchMode.AUTO) -> list[d.AskEvent]:
+    return [e async for e in agent.ask(question, "default", mode, 0)]
+
+
+async def test_a_comparison_searches_each_side_and_answers_from_both(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+    def answer(query: str, mode: d.SearchMode) -> list[d.SearchHit]:
+        first = PAGES["derrickson"] if "Derrickson" in query else PAGES["wood"]
+        return [first, PAGES["noise"]]
+
+    retriever = ScriptedRetriever(embedder, answer)
+    events = await ask(
+        agent_with(tmp_path, embedder, retriever),
+        "Were Scott Derrickson and Ed Wood of the same nationality?",
+    )
+    route = next(e for e in events if isinstance(e, d.RouteEvent))
+    assert route.sub_questions == (
+        "Were Scott Derrickson of the same nationality?",
+        "Were Ed Wood of the same nationality?",
+    )
+    assert [q for q, _ in retriever.calls] == list(route.sub_questions)
+    evidence = [e for e in events if isinstance(e, d.EvidenceEvent)]
+    assert len(evidence) == 3  # one per search, then the whole
+    assert [h.chunk.document_id for h in evidence[-1].hits][:2] == ["derrickson", "wood"]
+    done = events[-1]
+    assert isinstance(done, d.DoneEvent) and {c.chunk.document_id for c in done.citations} >= {
+        "derrickson",
+        "wood",
+    }
+
+
+async def test_incorrect_evidence_is_retried_with_another_tool(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+    def answer(query: str, mode: d.SearchMode) -> list[d.SearchHit]:
+        return [PAGES["wood"]] if mode == d.SearchMode.LEXICAL else [PAGES["noise"]]
+
+    retriever = ScriptedRetriever(embedder, answer)
+    agent = agent_with(tmp_path, embedder, retriever)
+    events = await ask(agent, "Which films is Ed Wood known for?")
+    assert retriever.calls == [
+        ("Which films is Ed Wood known for?", d.SearchMode.HYBRID),
+        ("films ed wood known", d.SearchMode.LEXICAL),  # the keywords alone, through BM25
+    ]
+    grades = [e.grade for e in events if isinstance(e, d.EvidenceEvent)]
+    assert grades[0] == "incorrect" and grades[1] != "incorrect"
+    done = events[-1]
+    assert isinstance(done, d.DoneEvent) and [c.chunk.document_id for c in done.citations] == ["wood"]
+    trace = agent.trace(done.trace_id)
+    assert trace["tool_calls"][1]["hint"].startswith("evidence graded incorrect")
+
+
+async def test_the_budget_bounds_the_retries_and_an_explicit_mode_is_kept(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+    retriever = ScriptedRetriever(embedder, lambda q, m: [PAGES["noise"]])
+    events = await ask(
+        agent_with(tmp_path, embedder, retriever, max_steps=3), "Which films is Ed Wood known for?"
+    )
+    assert [m for _, m in retriever.calls] == [d.SearchMode.HYBRID, d.SearchMode.LEXICAL, d.SearchMode.DENSE]
+    assert isinstance(events[-1], d.DoneEvent) and events[-1].abstained
+    fixed = ScriptedRetriever(embedder, lambda q, m: [PAGES["noise"]])
+    await ask(agent_with(tmp_path, embedder, fixed), "Which films is Ed Wood known for?", d.SearchMode.DENSE)
+    assert fixed.calls == [("Which films is Ed Wood known for?", d.SearchMode.DENSE)]
