@@ -54,6 +54,12 @@ class QueryRequest(BaseModel):
         "auto", description="Retrieval strategy (graph: graph local search)."
     )
     top_k: int = Field(0, ge=0, le=100, description="Chunks to retrieve; 0 means the configured default.")
+    session_id: str = Field(
+        "",
+        max_length=128,
+        pattern=r"^[A-Za-z0-9._-]*$",
+        description="A conversation to continue: follow-ups are rewritten from its recent turns.",
+    )
     stream: bool = Field(True, description="Server-Sent Events (true) or one JSON response (false).")
 
 
@@ -126,7 +132,9 @@ def create_app(upstreams: Upstreams, max_upload_mb: float = 100.0, max_request_k
 
         async def events() -> AsyncIterator[Any]:
             with tracer.start_as_current_span("POST /v1/query"):
-                async for response in upstreams.agent.ask_pb(body.question, body.library, mode, body.top_k):
+                async for response in upstreams.agent.ask_pb(
+                    body.question, body.library, mode, body.top_k, body.session_id
+                ):
                     yield response
 
         if wants_json:

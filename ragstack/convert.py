@@ -267,6 +267,7 @@ def ask_event_to_pb(event: d.AskEvent) -> agent_pb2.AskResponse:
                     classifier=event.classifier,
                     reason=event.reason,
                     sub_questions=list(event.sub_questions),
+                    standalone_question=event.standalone_question,
                 )
             )
         case d.ToolCallEvent():
@@ -311,7 +312,9 @@ def ask_event_from_pb(pb: agent_pb2.AskResponse) -> d.AskEvent:
         return d.StartEvent(trace_id=pb.start.trace_id)
     if kind == "route":
         r = pb.route
-        return d.RouteEvent(mode_from_pb(r.mode), r.classifier, r.reason, tuple(r.sub_questions))
+        return d.RouteEvent(
+            mode_from_pb(r.mode), r.classifier, r.reason, tuple(r.sub_questions), r.standalone_question
+        )
     if kind == "tool_call":
         t = pb.tool_call
         return d.ToolCallEvent(t.tool, t.arguments_json, t.result_count, t.took_ms)

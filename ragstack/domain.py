@@ -206,6 +206,7 @@ class RouteEvent:
     classifier: str
     reason: str
     sub_questions: tuple[str, ...] = ()  # agentic plans: searched one by one
+    standalone_question: str = ""  # a session's follow-up as retrieval used it
 
 
 @dataclass(frozen=True)

@@ -127,13 +127,16 @@ def ingest(
 )
 @click.option("-k", "--top-k", type=int, default=0, help="Chunks to retrieve (default from config).")
 @click.option("--json", "as_json", is_flag=True, help="Print the final answer event as JSON.")
+@click.option("-s", "--session", default="", help="Continue this conversation (follow-ups are rewritten).")
 @click.pass_context
-def ask(ctx: click.Context, question: str, library: str, mode: str, top_k: int, as_json: bool) -> None:
+def ask(
+    ctx: click.Context, question: str, library: str, mode: str, top_k: int, as_json: bool, session: str
+) -> None:
     """Answer QUESTION with citations and the verification manifest."""
     from ragstack.cli.output import ask_and_print
 
     cfg = _config(ctx)
-    _run(ask_and_print(cfg, question, library, mode, top_k, as_json))
+    _run(ask_and_print(cfg, question, library, mode, top_k, as_json, session))
 
 
 @cli.group(name="eval")

@@ -148,19 +148,33 @@ class AgentClient:
         self._deadline = deadline_s
 
     async def ask_pb(
-        self, question: str, library: str = "", mode: d.SearchMode = d.SearchMode.AUTO, top_k: int = 0
+        self,
+        question: str,
+        library: str = "",
+        mode: d.SearchMode = d.SearchMode.AUTO,
+        top_k: int = 0,
+        session_id: str = "",
     ) -> AsyncIterator[agent_pb2.AskResponse]:
         """The raw event stream (the gateway relays it as JSON)."""
         req = agent_pb2.AskRequest(
-            question=question, library=library, mode=convert.mode_to_pb(mode), top_k=top_k
+            question=question,
+            library=library,
+            mode=convert.mode_to_pb(mode),
+            top_k=top_k,
+            session_id=session_id,
         )
         async for event in _stream(self._stub.Ask(req, timeout=self._deadline)):
             yield event
 
     async def ask(
-        self, question: str, library: str = "", mode: d.SearchMode = d.SearchMode.AUTO, top_k: int = 0
+        self,
+        question: str,
+        library: str = "",
+        mode: d.SearchMode = d.SearchMode.AUTO,
+        top_k: int = 0,
+        session_id: str = "",
     ) -> AsyncIterator[d.AskEvent]:
-        async for pb in self.ask_pb(question, library, mode, top_k):
+        async for pb in self.ask_pb(question, library, mode, top_k, session_id):
             yield convert.ask_event_from_pb(pb)
 
     async def get_trace(self, trace_id: str) -> dict[str, Any]:

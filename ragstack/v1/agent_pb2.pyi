@@ -8,16 +8,18 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class AskRequest(_message.Message):
-    __slots__ = ("question", "library", "mode", "top_k")
+    __slots__ = ("question", "library", "mode", "top_k", "session_id")
     QUESTION_FIELD_NUMBER: _ClassVar[int]
     LIBRARY_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     question: str
     library: str
     mode: _common_pb2.SearchMode
     top_k: int
-    def __init__(self, question: _Optional[str] = ..., library: _Optional[str] = ..., mode: _Optional[_Union[_common_pb2.SearchMode, str]] = ..., top_k: _Optional[int] = ...) -> None: ...
+    session_id: str
+    def __init__(self, question: _Optional[str] = ..., library: _Optional[str] = ..., mode: _Optional[_Union[_common_pb2.SearchMode, str]] = ..., top_k: _Optional[int] = ..., session_id: _Optional[str] = ...) -> None: ...
 
 class StartEvent(_message.Message):
     __slots__ = ("trace_id",)
@@ -26,16 +28,18 @@ class StartEvent(_message.Message):
     def __init__(self, trace_id: _Optional[str] = ...) -> None: ...
 
 class RouteEvent(_message.Message):
-    __slots__ = ("mode", "classifier", "reason", "sub_questions")
+    __slots__ = ("mode", "classifier", "reason", "sub_questions", "standalone_question")
     MODE_FIELD_NUMBER: _ClassVar[int]
     CLASSIFIER_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     SUB_QUESTIONS_FIELD_NUMBER: _ClassVar[int]
+    STANDALONE_QUESTION_FIELD_NUMBER: _ClassVar[int]
     mode: _common_pb2.SearchMode
     classifier: str
     reason: str
     sub_questions: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, mode: _Optional[_Union[_common_pb2.SearchMode, str]] = ..., classifier: _Optional[str] = ..., reason: _Optional[str] = ..., sub_questions: _Optional[_Iterable[str]] = ...) -> None: ...
+    standalone_question: str
+    def __init__(self, mode: _Optional[_Union[_common_pb2.SearchMode, str]] = ..., classifier: _Optional[str] = ..., reason: _Optional[str] = ..., sub_questions: _Optional[_Iterable[str]] = ..., standalone_question: _Optional[str] = ...) -> None: ...
 
 class ToolCallEvent(_message.Message):
     __slots__ = ("tool", "arguments_json", "result_count", "took_ms")
@@ -118,3 +122,27 @@ class GetTraceResponse(_message.Message):
     TRACE_JSON_FIELD_NUMBER: _ClassVar[int]
     trace_json: str
     def __init__(self, trace_json: _Optional[str] = ...) -> None: ...
+
+class ListSessionsRequest(_message.Message):
+    __slots__ = ("limit",)
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    def __init__(self, limit: _Optional[int] = ...) -> None: ...
+
+class ListSessionsResponse(_message.Message):
+    __slots__ = ("sessions",)
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    sessions: _containers.RepeatedCompositeFieldContainer[Session]
+    def __init__(self, sessions: _Optional[_Iterable[_Union[Session, _Mapping]]] = ...) -> None: ...
+
+class Session(_message.Message):
+    __slots__ = ("session_id", "turns", "last_question", "updated_at")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TURNS_FIELD_NUMBER: _ClassVar[int]
+    LAST_QUESTION_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    turns: int
+    last_question: str
+    updated_at: str
+    def __init__(self, session_id: _Optional[str] = ..., turns: _Optional[int] = ..., last_question: _Optional[str] = ..., updated_at: _Optional[str] = ...) -> None: ...

@@ -45,6 +45,11 @@ class AgentServiceStub:
                 request_serializer=ragstack_dot_v1_dot_agent__pb2.GetTraceRequest.SerializeToString,
                 response_deserializer=ragstack_dot_v1_dot_agent__pb2.GetTraceResponse.FromString,
                 _registered_method=True)
+        self.ListSessions = channel.unary_unary(
+                '/ragstack.v1.AgentService/ListSessions',
+                request_serializer=ragstack_dot_v1_dot_agent__pb2.ListSessionsRequest.SerializeToString,
+                response_deserializer=ragstack_dot_v1_dot_agent__pb2.ListSessionsResponse.FromString,
+                _registered_method=True)
 
 
 class AgentServiceServicer:
@@ -68,6 +73,13 @@ class AgentServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListSessions(self, request, context):
+        """Lists conversations (sessions), most recently active first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -80,6 +92,11 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     servicer.GetTrace,
                     request_deserializer=ragstack_dot_v1_dot_agent__pb2.GetTraceRequest.FromString,
                     response_serializer=ragstack_dot_v1_dot_agent__pb2.GetTraceResponse.SerializeToString,
+            ),
+            'ListSessions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSessions,
+                    request_deserializer=ragstack_dot_v1_dot_agent__pb2.ListSessionsRequest.FromString,
+                    response_serializer=ragstack_dot_v1_dot_agent__pb2.ListSessionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -137,6 +154,33 @@ class AgentService:
             '/ragstack.v1.AgentService/GetTrace',
             ragstack_dot_v1_dot_agent__pb2.GetTraceRequest.SerializeToString,
             ragstack_dot_v1_dot_agent__pb2.GetTraceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSessions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragstack.v1.AgentService/ListSessions',
+            ragstack_dot_v1_dot_agent__pb2.ListSessionsRequest.SerializeToString,
+            ragstack_dot_v1_dot_agent__pb2.ListSessionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -8,7 +8,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -18,10 +18,10 @@ from ragstack import domain as d
 from ragstack.config import GenerationConfig
 from ragstack.errors import InvalidArgument, RagstackError
 from ragstack.telemetry import current_trace_id
-from ragstack.text import content_words
 from ragstack.traces import TraceStore
 from services.agent import generate, grading
 from services.agent.router import route
+from services.agent.sessions import SessionInfo, SessionStore, check_session_id, standalone
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("ragstack.agent")
@@ -34,11 +34,6 @@ class _Found:
     hits: list[d.SearchHit] = field(default_factory=list)
     score: float = 0.0
     grade: str = grading.INCORRECT
-
-
-def _topic(query: str) -> str:
-    """Retries of one query (its keywords, another mode) count against the same tried modes."""
-    return " ".join(sorted(content_words(query)))
 
 
 def _interleave(lists: Sequence[Sequence[d.SearchHit]], limit: int) -> list[d.SearchHit]:
@@ -83,7 +78,9 @@ class Agent:
         clock: Callable[[], float] = time.perf_counter,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         new_trace_id: Callable[[], str] = lambda: uuid.uuid4().hex,
+        sessions: SessionStore | None = None,
     ) -> None:
+        self._sessions = sessions
         self._retriever = retriever
         self._verifier = verifier
         self._llm = llm
@@ -95,23 +92,37 @@ class Agent:
         self._new_trace_id = new_trace_id
 
     async def ask(
-        self, question: str, library: str, mode: d.SearchMode, top_k: int
+        self, question: str, library: str, mode: d.SearchMode, top_k: int, session_id: str = ""
     ) -> AsyncIterator[d.AskEvent]:
         question = question.strip()
         if not question:
             raise InvalidArgument("question is empty")
+        if session_id:
+            check_session_id(session_id)
+            if self._sessions is None:
+                raise InvalidArgument("this agent keeps no sessions")
         with tracer.start_as_current_span("agent.ask"):
             record: dict[str, Any] = {
                 # The OpenTelemetry trace id when tracing is set up, so both traces join.
                 "trace_id": current_trace_id() or self._new_trace_id(),
                 "question": question,
                 "library": library,
+                "session_id": session_id,
                 "started_at": self._now().isoformat(),
             }
             start = self._clock()
             try:
                 async for event in self._answer(question, library, mode, top_k or self._top_k, record):
                     yield event
+                    if isinstance(event, d.DoneEvent) and session_id and self._sessions is not None:
+                        self._sessions.add(
+                            session_id,
+                            question,
+                            record["standalone_question"],
+                            event.answer,
+                            event.abstained,
+                            self._now().isoformat(),
+                        )
             finally:
                 record["took_ms"] = round((self._clock() - start) * 1000, 1)
                 self._traces.write(record["trace_id"], record)
@@ -122,12 +133,19 @@ class Agent:
         trace_id = record["trace_id"]
         yield d.StartEvent(trace_id)
 
+        asked = question  # the generator sees the question as asked; retrieval the standalone one
+        if record["session_id"] and self._sessions is not None:
+            question = standalone(asked, self._sessions.recent(record["session_id"]))
+        record["standalone_question"] = question
         chosen = route(question, mode)
+        if question != asked:
+            chosen = replace(chosen, standalone_question=question)
         record["route"] = {
             "mode": chosen.mode.value,
             "classifier": chosen.classifier,
             "reason": chosen.reason,
             "sub_questions": list(chosen.sub_questions),
+            "standalone_question": chosen.standalone_question,
         }
         yield chosen
 
@@ -147,7 +165,9 @@ class Agent:
             elif evidence and await self._llm.available():
                 try:
                     parts = []
-                    async for piece in self._llm.stream_chat(generate.llm_messages(question, evidence)):
+                    async for piece in self._llm.stream_chat(
+                        generate.llm_messages(asked, evidence, question)
+                    ):
                         parts.append(piece)
                         yield d.DeltaEvent(piece)
                     draft, generator = "".join(parts).strip(), self._llm.name
@@ -226,13 +246,16 @@ class Agent:
         search graded incorrect is followed by another tool (new keywords, or another retrieval
         mode) while the step budget lasts, unless the request fixed the mode. The evidence is every
         useful search's hits, taken in turn."""
-        queue = [(q, chosen.mode, "") for q in chosen.sub_questions] or [(question, chosen.mode, "")]
+        # (query, mode, the question it answers, hint): a retry is graded against its question.
+        queue = [(q, chosen.mode, q, "") for q in chosen.sub_questions] or [
+            (question, chosen.mode, question, "")
+        ]
         budget = max(self._gen.max_steps, len(queue))
         tried: dict[str, set[d.SearchMode]] = {}
         steps: list[tuple[list[d.SearchHit], str]] = []
         record["tool_calls"], record["grades"] = [], []
         while queue and budget > 0:
-            query, mode, hint = queue.pop(0)
+            query, mode, asked, hint = queue.pop(0)
             budget -= 1
             with tracer.start_as_current_span("agent.retrieve"):
                 t0 = self._clock()
@@ -241,9 +264,9 @@ class Agent:
                     # A library without a graph (or communities) still answers: fall back to hybrid.
                     hits, ran = await self._retriever.search(query, library, top_k, d.SearchMode.HYBRID)
                 took = (self._clock() - t0) * 1000
-            tried.setdefault(_topic(query), set()).add(ran)
+            tried.setdefault(asked, set()).add(ran)
             args = {"query": query, "library": library, "top_k": top_k, "mode": ran.value}
-            score = grading.evidence_score(query, hits)
+            score = grading.evidence_score(asked, hits, await self._semantic(asked, hits))
             grade = grading.grade(score)
             record["tool_calls"].append(
                 {
@@ -267,15 +290,33 @@ class Agent:
             yield d.EvidenceEvent(tuple(hits), grade, score)
             steps.append((hits, grade))
             if grade == grading.INCORRECT and chosen.classifier != "explicit":
-                retry = grading.corrective(query, ran, tried[_topic(query)])
+                retry = grading.corrective(asked, ran, tried[asked])
                 if retry is not None:
-                    queue.insert(0, (*retry, f"evidence graded incorrect: retrying with {retry[1].value}"))
-        useful = [h for h, g in steps if g != grading.INCORRECT] or [h for h, _ in steps]
+                    text, again = retry
+                    queue.insert(
+                        0, (text, again, asked, f"evidence graded incorrect: retrying with {again.value}")
+                    )
+        useful = [h for h, g in steps if g != grading.INCORRECT]
+        if not useful:  # every search missed: no draft, the first search's hits stay as the sources
+            found.hits = steps[0][0] if steps else []
+            found.score = 0.0
+            found.grade = grading.INCORRECT
+            return
         found.hits = _interleave(useful, top_k * max(1, len(chosen.sub_questions)))
-        found.score = grading.evidence_score(question, found.hits)
+        found.score = grading.evidence_score(question, found.hits, await self._semantic(question, found.hits))
         found.grade = grading.grade(found.score)
         if len(steps) > 1:  # the evidence as a whole, graded against the whole question
             yield d.EvidenceEvent(tuple(found.hits), found.grade, found.score)
+
+    async def _semantic(self, question: str, hits: Sequence[d.SearchHit]) -> list[float]:
+        """Cosine similarity of the top hits to the question when no dense search scored them
+        (lexical, graph), so that every search is graded on the same scale."""
+        if not hits or any(s.signal == "dense" and s.rank > 0 for h in hits[:3] for s in h.signals):
+            return []
+        try:
+            return await self._retriever.score(question, [h.chunk.text for h in hits[:3]])
+        except RagstackError:  # word coverage alone still grades
+            return []
 
     async def _extract(
         self, question: str, evidence: Sequence[generate.NumberedEvidence], record: dict[str, Any]
@@ -287,6 +328,9 @@ class Agent:
             record["score_error"] = str(err)
             semantic = [0.0] * len(candidates)
         return generate.extractive_answer(question, candidates, semantic, self._gen.max_answer_sentences)
+
+    def sessions(self, limit: int) -> list[SessionInfo]:
+        return self._sessions.list(limit) if self._sessions is not None else []
 
     def trace(self, trace_id: str) -> dict[str, Any]:
         return self._traces.read(trace_id)

@@ -10,6 +10,7 @@ from ragstack.service import ServiceSpec
 from ragstack.traces import TraceStore
 from services.agent.ask import Agent
 from services.agent.servicer import AgentServicer, register
+from services.agent.sessions import SessionStore
 
 
 def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
@@ -17,6 +18,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
     mb = cfg.services.max_message_mb
     retrieve_channel = open_channel(peers["retrieve"], mb)
     verify_channel = open_channel(peers["verify"], mb)
+    sessions = SessionStore(cfg.data_dir / "sessions.sqlite")
     agent = Agent(
         retriever=RetrieveClient(retrieve_channel, cfg.deadlines.retrieve_s),
         verifier=VerifyClient(verify_channel, cfg.deadlines.verify_s),
@@ -24,10 +26,12 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         traces=TraceStore(cfg.traces_dir, cfg.traces.retention, cfg.traces.enabled),
         generation=cfg.generation,
         default_top_k=cfg.retrieve.top_k,
+        sessions=sessions,
     )
 
     async def close() -> None:
         await retrieve_channel.close()
         await verify_channel.close()
+        sessions.close()
 
     return ServiceSpec(name="agent", register=register(AgentServicer(agent, cfg.library)), aclose=close)

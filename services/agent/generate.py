@@ -48,7 +48,10 @@ def number_evidence(hits: Sequence[SearchHit]) -> list[NumberedEvidence]:
     return [NumberedEvidence(str(i), h) for i, h in enumerate(hits, start=1)]
 
 
-def llm_messages(question: str, evidence: Sequence[NumberedEvidence]) -> list[dict[str, str]]:
+def llm_messages(
+    question: str, evidence: Sequence[NumberedEvidence], standalone: str = ""
+) -> list[dict[str, str]]:
+    """The question as the user asked it; in a conversation also as retrieval understood it."""
     docs = "\n\n".join(
         f'<document ref="{e.ref}" title="{_attr(e.hit.chunk.title)}" '
         f'section="{_attr(" > ".join(e.hit.chunk.heading_path))}">\n'
@@ -57,7 +60,15 @@ def llm_messages(question: str, evidence: Sequence[NumberedEvidence]) -> list[di
     )
     return [
         {"role": "system", "content": SYSTEM_PROMPT},
-        {"role": "user", "content": f"<documents>\n{docs}\n</documents>\n\nQuestion: {question}"},
+        {
+            "role": "user",
+            "content": f"<documents>\n{docs}\n</documents>\n\nQuestion: {question}"
+            + (
+                f"\n(In this conversation, that is: {standalone})"
+                if standalone and standalone != question
+                else ""
+            ),
+        },
     ]
 
 

@@ -10,12 +10,15 @@ from ragstack.text import STOPWORDS, content_words, words
 CORRECT, AMBIGUOUS, INCORRECT = "correct", "ambiguous", "incorrect"
 
 
-def evidence_score(question: str, hits: Sequence[SearchHit]) -> float:
-    """0..1: the best hit's dense cosine where the dense signal ran, blended with how many of the
+def evidence_score(question: str, hits: Sequence[SearchHit], semantic: Sequence[float] = ()) -> float:
+    """0..1: the best of the top hits' cosine similarity to the question (the dense signal where
+    it ran, else `semantic`, the scores of the top hits' texts), blended with how many of the
     question's content words the best hits contain."""
     if not hits:
         return 0.0
-    dense = [s.score for h in hits[:3] for s in h.signals if s.signal == "dense" and s.rank > 0]
+    dense = [s.score for h in hits[:3] for s in h.signals if s.signal == "dense" and s.rank > 0] or list(
+        semantic
+    )
     words = content_words(question)
     text = " ".join(h.chunk.text + " " + " ".join(h.chunk.heading_path) for h in hits[:3])
     coverage = len(words & content_words(text)) / len(words) if words else 0.0

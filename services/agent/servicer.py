@@ -27,6 +27,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             library_name(request.library, self._default_library),
             convert.mode_from_pb(request.mode),
             request.top_k,
+            request.session_id,
         )
         async for event in events:
             yield convert.ask_event_to_pb(event)
@@ -36,6 +37,22 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     ) -> agent_pb2.GetTraceResponse:
         trace = self._agent.trace(check_trace_id(request.trace_id))
         return agent_pb2.GetTraceResponse(trace_json=json.dumps(trace, ensure_ascii=False))
+
+    async def ListSessions(
+        self, request: agent_pb2.ListSessionsRequest, context: grpc.aio.ServicerContext
+    ) -> agent_pb2.ListSessionsResponse:
+        found = self._agent.sessions(request.limit or 50)
+        return agent_pb2.ListSessionsResponse(
+            sessions=[
+                agent_pb2.Session(
+                    session_id=x.session_id,
+                    turns=x.turns,
+                    last_question=x.last_question,
+                    updated_at=x.updated_at,
+                )
+                for x in found
+            ]
+        )
 
 
 def register(servicer: AgentServicer) -> Callable[[grpc.aio.Server], None]:

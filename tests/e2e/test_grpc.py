@@ -282,3 +282,20 @@ async def test_graph_global_search_returns_communities_and_their_chunks(stack) -
     best = resp.communities[0]
     assert best.summary.startswith("Entities: ") and best.entities and best.chunk_ids
     assert resp.hits[0].chunk.chunk_id in best.chunk_ids
+
+
+async def test_a_session_rewrites_follow_ups_and_is_listed(stack) -> None:
+    first = await _ask(stack, "How does BM25 rank documents?", session_id="e2e-session")
+    follow = await _ask(stack, "What are its parameters?", session_id="e2e-session")
+    assert first[1].route.standalone_question == ""  # the first question stands alone
+    assert follow[1].route.standalone_question == "What are BM25's parameters?"
+    assert "BM25" in follow[-1].done.answer or follow[-1].done.abstained
+    async with grpc.aio.insecure_channel(stack.peers["agent"]) as channel:
+        listed = await agent_pb2_grpc.AgentServiceStub(channel).ListSessions(
+            agent_pb2.ListSessionsRequest(), timeout=5
+        )
+    session = next(s for s in listed.sessions if s.session_id == "e2e-session")
+    assert session.turns == 2 and session.last_question == "What are its parameters?"
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await _ask(stack, "anything", session_id="bad id")
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT

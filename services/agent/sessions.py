@@ -1,0 +1,169 @@
+"""Conversations: each session's turns in SQLite beside the stores, and the deterministic rewrite of
+a follow-up into a standalone question from the turns before it."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from ragstack.errors import InvalidArgument
+from ragstack.text import STOPWORDS
+
+_SESSION_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS turns (
+  session_id TEXT NOT NULL,
+  n INTEGER NOT NULL,
+  question TEXT NOT NULL,
+  standalone TEXT NOT NULL,
+  answer TEXT NOT NULL,
+  abstained INTEGER NOT NULL,
+  at TEXT NOT NULL,
+  PRIMARY KEY (session_id, n)
+)
+"""
+
+
+@dataclass(frozen=True)
+class Turn:
+    question: str
+    standalone: str
+    answer: str
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    session_id: str
+    turns: int
+    last_question: str
+    updated_at: str
+
+
+def check_session_id(session_id: str) -> str:
+    if not _SESSION_ID.match(session_id):
+        raise InvalidArgument("session_id must be 1-128 letters, digits, '-', '_' or '.'")
+    return session_id
+
+
+class SessionStore:
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(_SCHEMA)
+        self._lock = threading.Lock()
+
+    def recent(self, session_id: str, n: int = 3) -> list[Turn]:
+        """The last `n` turns, oldest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT question, standalone, answer FROM turns WHERE session_id = ? ORDER BY n DESC LIMIT ?",
+                (session_id, n),
+            ).fetchall()
+        return [Turn(*r) for r in reversed(rows)]
+
+    def add(
+        self, session_id: str, question: str, standalone: str, answer: str, abstained: bool, at: str
+    ) -> None:
+        with self._lock, self._db:
+            (count,) = self._db.execute(
+                "SELECT COUNT(*) FROM turns WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            self._db.execute(
+                "INSERT INTO turns VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (session_id, count + 1, question, standalone, answer, int(abstained), at),
+            )
+
+    def list(self, limit: int = 50) -> list[SessionInfo]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT t.session_id, c.turns, t.question, t.at FROM turns t JOIN "
+                "(SELECT session_id, COUNT(*) AS turns, MAX(n) AS last FROM turns GROUP BY session_id) c "
+                "ON t.session_id = c.session_id AND t.n = c.last ORDER BY t.at DESC LIMIT ?",
+                (limit,),
+            ).fetchall()
+        return [SessionInfo(*r) for r in rows]
+
+    def close(self) -> None:
+        self._db.close()
+
+
+# Follow-up rewriting, without an LLM: "what about X?" swaps the previous topic for X; a pronoun
+# is replaced by the previous topic. The topic is the first name (capitalised words, or a code such
+# as BM25) of the previous standalone question.
+_NAME = re.compile(
+    r"\b(?:[A-Z][\w'.&-]*|\w*\d\w*)(?:\s+(?:(?:of|the|de|da|von|van)\s+)?(?:[A-Z][\w'.&-]*|\w*\d\w*))*"
+)
+_OPENERS = {
+    "what",
+    "which",
+    "who",
+    "whom",
+    "when",
+    "where",
+    "why",
+    "how",
+    "is",
+    "are",
+    "was",
+    "were",
+    "do",
+    "does",
+    "did",
+    "can",
+    "could",
+    "should",
+    "would",
+    "will",
+    "in",
+    "and",
+    "tell",
+    "give",
+    "list",
+}
+_ABOUT = re.compile(r"^\s*(?:and\s+)?(?:what|how)\s+about\s+(.+?)\s*\??\s*$", re.IGNORECASE)
+_PRONOUN = re.compile(r"\b(it|its|they|them|their|this|these|those|he|she|him|his|her)\b", re.IGNORECASE)
+_POSSESSIVE = {"its", "their", "his"}
+
+
+def topic(question: str) -> str | None:
+    """The question's first capitalised name, else its first code with digits ("k1")."""
+    found: list[str] = []
+    for m in _NAME.finditer(question):
+        words = m.group(0).split()
+        while words and words[0].lower() in _OPENERS:  # "What", "How" open the sentence, not a name
+            words = words[1:]
+        if words and " ".join(words).lower() not in STOPWORDS:
+            found.append(" ".join(words))
+    return next((n for n in found if n[0].isupper()), found[0] if found else None)
+
+
+def standalone(question: str, turns: list[Turn]) -> str:
+    """The question as it would be asked on its own, given the session's earlier turns."""
+    if not turns:
+        return question
+    previous = turns[-1].standalone
+    subject = topic(previous)
+    about = _ABOUT.match(question)
+    if about:
+        other = about.group(1).strip()
+        return previous.replace(subject, other, 1) if subject else f"{previous} {other}"
+    if subject is None or (topic(question) is not None and not _PRONOUN.search(question)):
+        return question
+    m = _PRONOUN.search(question)
+    if m is None:
+        return question
+    word = m.group(1).lower()
+    after = question[m.end() :].split()
+    possessive = word in _POSSESSIVE or (
+        word == "her"
+        and bool(after)
+        and after[0].isalpha()
+        and after[0].islower()
+        and after[0] not in STOPWORDS
+    )
+    replacement = f"{subject}'s" if possessive else subject
+    return question[: m.start()] + replacement + question[m.end() :]
