@@ -143,6 +143,12 @@ class GenerationConfig(_Strict):
     max_steps: int = Field(
         4, ge=1, le=10, description="Agent: searches per question (sub-questions and corrective retries)."
     )
+    recall_memory: bool = Field(
+        True, description="Agent: remember answered questions and search the documents of a similar one."
+    )
+    recall_threshold: float = Field(
+        0.9, ge=0, le=1, description="Agent: cosine similarity at which an earlier question is recalled."
+    )
 
 
 class VerifyConfig(_Strict):

@@ -21,7 +21,7 @@ from ragstack.telemetry import current_trace_id
 from ragstack.traces import TraceStore
 from services.agent import generate, grading
 from services.agent.router import route
-from services.agent.sessions import SessionInfo, SessionStore, check_session_id, standalone
+from services.agent.sessions import Memory, SessionInfo, SessionStore, check_session_id, standalone
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("ragstack.agent")
@@ -48,7 +48,7 @@ def _interleave(lists: Sequence[Sequence[d.SearchHit]], limit: int) -> list[d.Se
 
 class RetrieverPort(Protocol):
     async def search(
-        self, query: str, library: str, top_k: int, mode: d.SearchMode
+        self, query: str, library: str, top_k: int, mode: d.SearchMode, where: d.SearchFilter | None = None
     ) -> tuple[list[d.SearchHit], d.SearchMode]: ...
     async def score(self, query: str, texts: Sequence[str]) -> list[float]: ...
 
@@ -114,18 +114,25 @@ class Agent:
             try:
                 async for event in self._answer(question, library, mode, top_k or self._top_k, record):
                     yield event
-                    if isinstance(event, d.DoneEvent) and session_id and self._sessions is not None:
-                        self._sessions.add(
-                            session_id,
-                            question,
-                            record["standalone_question"],
-                            event.answer,
-                            event.abstained,
-                            self._now().isoformat(),
-                        )
+                    if isinstance(event, d.DoneEvent) and self._sessions is not None:
+                        self._remember(session_id, library, question, record, event)
             finally:
                 record["took_ms"] = round((self._clock() - start) * 1000, 1)
                 self._traces.write(record["trace_id"], record)
+
+    def _remember(
+        self, session_id: str, library: str, question: str, record: dict[str, Any], done: d.DoneEvent
+    ) -> None:
+        """The turn goes to its session; an answered question to the library's memory."""
+        assert self._sessions is not None
+        at = self._now().isoformat()
+        if session_id:
+            self._sessions.add(
+                session_id, question, record["standalone_question"], done.answer, done.abstained, at
+            )
+        if not done.abstained and self._gen.recall_memory:
+            documents = list(dict.fromkeys(c.chunk.document_id for c in done.citations))
+            self._sessions.remember(library, record["standalone_question"], done.answer, documents, at)
 
     async def _answer(
         self, question: str, library: str, mode: d.SearchMode, top_k: int, record: dict[str, Any]
@@ -246,20 +253,28 @@ class Agent:
         search graded incorrect is followed by another tool (new keywords, or another retrieval
         mode) while the step budget lasts, unless the request fixed the mode. The evidence is every
         useful search's hits, taken in turn."""
-        # (query, mode, the question it answers, hint): a retry is graded against its question.
-        queue = [(q, chosen.mode, q, "") for q in chosen.sub_questions] or [
-            (question, chosen.mode, question, "")
+        # (query, mode, the question it answers, hint, filter): a retry is graded against its question.
+        everything = d.SearchFilter()
+        queue = [(q, chosen.mode, q, "", everything) for q in chosen.sub_questions] or [
+            (question, chosen.mode, question, "", everything)
         ]
+        record["tool_calls"], record["grades"] = [], []
+        recalled = await self._recall(question, library, record)
+        if recalled is not None:
+            yield d.ToolCallEvent("recall_memory", json.dumps({"query": question}), 1, 0.0)
+            hint = f"recalled: {recalled.question}"
+            queue.append(
+                (question, chosen.mode, question, hint, d.SearchFilter(document_ids=recalled.documents))
+            )
         budget = max(self._gen.max_steps, len(queue))
         tried: dict[str, set[d.SearchMode]] = {}
         steps: list[tuple[list[d.SearchHit], str]] = []
-        record["tool_calls"], record["grades"] = [], []
         while queue and budget > 0:
-            query, mode, asked, hint = queue.pop(0)
+            query, mode, asked, hint, where = queue.pop(0)
             budget -= 1
             with tracer.start_as_current_span("agent.retrieve"):
                 t0 = self._clock()
-                hits, ran = await self._retriever.search(query, library, top_k, mode)
+                hits, ran = await self._retriever.search(query, library, top_k, mode, where)
                 if not hits and chosen.classifier != "explicit" and ran in _GRAPH_MODES:
                     # A library without a graph (or communities) still answers: fall back to hybrid.
                     hits, ran = await self._retriever.search(query, library, top_k, d.SearchMode.HYBRID)
@@ -294,7 +309,14 @@ class Agent:
                 if retry is not None:
                     text, again = retry
                     queue.insert(
-                        0, (text, again, asked, f"evidence graded incorrect: retrying with {again.value}")
+                        0,
+                        (
+                            text,
+                            again,
+                            asked,
+                            f"evidence graded incorrect: retrying with {again.value}",
+                            where,
+                        ),
                     )
         useful = [h for h, g in steps if g != grading.INCORRECT]
         if not useful:  # every search missed: no draft, the first search's hits stay as the sources
@@ -307,6 +329,31 @@ class Agent:
         found.grade = grading.grade(found.score)
         if len(steps) > 1:  # the evidence as a whole, graded against the whole question
             yield d.EvidenceEvent(tuple(found.hits), found.grade, found.score)
+
+    async def _recall(self, question: str, library: str, record: dict[str, Any]) -> Memory | None:
+        """The most similar question answered before in this library (any session), when it is
+        close enough (`generation.recall_threshold`); its documents are then searched too."""
+        if self._sessions is None or not self._gen.recall_memory:
+            return None
+        memories = self._sessions.memories(library)
+        if not memories:
+            return None
+        try:
+            scores = await self._retriever.score(question, [m.question for m in memories])
+        except RagstackError:
+            return None
+        best = max(range(len(memories)), key=lambda i: scores[i])
+        if scores[best] < self._gen.recall_threshold or not memories[best].documents:
+            return None
+        record["tool_calls"].append(
+            {
+                "tool": "recall_memory",
+                "arguments": {"query": question},
+                "result_count": 1,
+                "recalled": {"question": memories[best].question, "score": round(scores[best], 4)},
+            }
+        )
+        return memories[best]
 
     async def _semantic(self, question: str, hits: Sequence[d.SearchHit]) -> list[float]:
         """Cosine similarity of the top hits to the question when no dense search scored them

@@ -1,8 +1,10 @@
-"""Conversations: each session's turns in SQLite beside the stores, and the deterministic rewrite of
-a follow-up into a standalone question from the turns before it."""
+"""Conversations and memory: each session's turns in SQLite beside the stores, the answered questions
+every later session may recall (with the documents that answered them), and the deterministic
+rewrite of a follow-up into a standalone question from the turns before it."""
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 import threading
@@ -23,7 +25,15 @@ CREATE TABLE IF NOT EXISTS turns (
   abstained INTEGER NOT NULL,
   at TEXT NOT NULL,
   PRIMARY KEY (session_id, n)
-)
+);
+CREATE TABLE IF NOT EXISTS memory (
+  library TEXT NOT NULL,
+  question TEXT NOT NULL,
+  answer TEXT NOT NULL,
+  documents TEXT NOT NULL,
+  at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS memory_by_library ON memory (library, at);
 """
 
 
@@ -32,6 +42,13 @@ class Turn:
     question: str
     standalone: str
     answer: str
+
+
+@dataclass(frozen=True)
+class Memory:
+    question: str  # standalone
+    answer: str
+    documents: tuple[str, ...]  # the documents its citations point at
 
 
 @dataclass(frozen=True)
@@ -53,7 +70,7 @@ class SessionStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(path, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(_SCHEMA)
+        self._db.executescript(_SCHEMA)
         self._lock = threading.Lock()
 
     def recent(self, session_id: str, n: int = 3) -> list[Turn]:
@@ -76,6 +93,23 @@ class SessionStore:
                 "INSERT INTO turns VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (session_id, count + 1, question, standalone, answer, int(abstained), at),
             )
+
+    def remember(self, library: str, question: str, answer: str, documents: list[str], at: str) -> None:
+        with self._lock, self._db:
+            self._db.execute(
+                "INSERT INTO memory VALUES (?, ?, ?, ?, ?)",
+                (library, question, answer, json.dumps(documents), at),
+            )
+
+    def memories(self, library: str, limit: int = 500) -> list[Memory]:
+        """The library's newest answered questions, newest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT question, answer, documents FROM memory WHERE library = ? "
+                "ORDER BY at DESC, rowid DESC LIMIT ?",
+                (library, limit),
+            ).fetchall()
+        return [Memory(q, a, tuple(json.loads(docs))) for q, a, docs in rows]
 
     def list(self, limit: int = 50) -> list[SessionInfo]:
         with self._lock:

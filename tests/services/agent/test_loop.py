@@ -31,17 +31,19 @@ class ScriptedRetriever:
     def __init__(self, embedder, answer) -> None:  # type: ignore[no-untyped-def]
         self.embedder, self.answer = embedder, answer
         self.calls: list[tuple[str, d.SearchMode]] = []
+        self.filters: list[d.SearchFilter | None] = []
 
     async def score(self, query: str, texts: Sequence[str]) -> list[float]:
         vectors = self.embedder.embed([query, *texts])
         return [float(x) for x in vectors[1:] @ vectors[0]]
 
-    async def search(self, query: str, library: str, top_k: int, mode: d.SearchMode):  # type: ignore[no-untyped-def]
+    async def search(self, query: str, library: str, top_k: int, mode: d.SearchMode, where=None):  # type: ignore[no-untyped-def]
         self.calls.append((query, mode))
+        self.filters.append(where)
         return self.answer(query, mode), mode
 
 
-def agent_with(tmp_path: Path, embedder, retriever, max_steps: int = 4) -> Agent:  # type: ignore[no-untyped-def]
+def agent_with(tmp_path: Path, embedder, retriever, max_steps: int = 4, sessions=None) -> Agent:  # type: ignore[no-untyped-def]
     return Agent(
         retriever,
         LocalVerifier(Verifier(OfflineChecker(embedder, 0.55, 0.4), 0.5)),
@@ -49,6 +51,7 @@ def agent_with(tmp_path: Path, embedder, retriever, max_steps: int = 4) -> Agent
         TraceStore(tmp_path / "traces", 10),
         GenerationConfig(max_steps=max_steps),
         default_top_k=2,
+        sessions=sessions,
     )
 
 
@@ -111,3 +114,31 @@ async def test_the_budget_bounds_the_retries_and_an_explicit_mode_is_kept(tmp_pa
     fixed = ScriptedRetriever(embedder, lambda q, m: [PAGES["noise"]])
     await ask(agent_with(tmp_path, embedder, fixed), "Which films is Ed Wood known for?", d.SearchMode.DENSE)
     assert fixed.calls == [("Which films is Ed Wood known for?", d.SearchMode.DENSE)]
+
+
+async def test_a_similar_question_recalls_the_documents_that_answered_before(
+    tmp_path: Path, embedder
+) -> None:  # type: ignore[no-untyped-def]
+    from services.agent.sessions import SessionStore
+
+    def answer(query: str, mode: d.SearchMode) -> list[d.SearchHit]:
+        return [PAGES["wood"], PAGES["noise"]]
+
+    store = SessionStore(tmp_path / "sessions.sqlite")
+    first = ScriptedRetriever(embedder, answer)
+    done = (await ask(agent_with(tmp_path, embedder, first, sessions=store), "What was Ed Wood known for?"))[
+        -1
+    ]
+    assert isinstance(done, d.DoneEvent) and not done.abstained
+    assert store.memories("default")[0].documents == ("wood",)
+
+    later = ScriptedRetriever(embedder, answer)
+    events = await ask(agent_with(tmp_path, embedder, later, sessions=store), "What is Ed Wood known for?")
+    tools = [e.tool for e in events if isinstance(e, d.ToolCallEvent)]
+    assert tools == ["recall_memory", "search", "search"]
+    assert later.filters[-1] == d.SearchFilter(
+        document_ids=("wood",)
+    )  # the remembered documents, searched too
+    unrelated = ScriptedRetriever(embedder, answer)
+    events = await ask(agent_with(tmp_path, embedder, unrelated, sessions=store), "How do volcanoes form?")
+    assert "recall_memory" not in [e.tool for e in events if isinstance(e, d.ToolCallEvent)]
