@@ -97,6 +97,8 @@ async def evaluate_qa(
 ) -> dict[str, Any]:
     dataset, questions = load_questions(folder)
     questions = questions[: limit or None]
+    # Each question on its own: remembering earlier answers would let one run learn from the last.
+    cfg = cfg.model_copy(update={"generation": cfg.generation.model_copy(update={"recall_memory": False})})
     library = library_for(dataset)
     rows: list[dict[str, Any]] = []
     async with connect(
