@@ -201,6 +201,27 @@ def eval_qa(ctx: click.Context, folder: Path, mode: str, limit: int, as_json: bo
         print_report(f"qa: {report['dataset']}, {mode}", report)
 
 
+@eval_group.command(name="injection")
+@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--split", default="test", show_default=True, help="benchmark/email/<split>.jsonl.")
+@click.option("--limit", default=0, show_default=True, help="Only the first N emails (0: all).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object on stdout.")
+@click.pass_context
+def eval_injection(ctx: click.Context, folder: Path, split: str, limit: int, as_json: bool) -> None:
+    """Attack success rate and answer utility on BIPIA's email task (FOLDER: a BIPIA checkout),
+    with an injected instruction at the start, middle and end of each indexed email."""
+    from ragstack.cli.output import print_report, progress_reporter
+    from ragstack.evals.injection import evaluate_injection
+
+    cfg = _config(ctx)
+    with progress_reporter() as progress:
+        report = _run(evaluate_injection(cfg, folder, split, limit, progress))
+    if as_json:
+        click.echo(json.dumps(report))
+    else:
+        print_report(f"injection: {report['dataset']} ({split})", report)
+
+
 @eval_group.command(name="verify")
 @click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--split", default="train", show_default=True, help="claims_<split>.csv to evaluate.")
