@@ -60,7 +60,7 @@ demo: install  ## ingest the bundled sample corpus and answer a question with ci
 serve: install  ## run all four services and the gateway on loopback
 	$(BIN)/ragstack serve
 
-eval: install  ## the README's quality figures: retrieval on SciFact (train) and HotpotQA (dev), verification on SciFact claims
+eval: install  ## the README's quality figures: retrieval, verification, answers, injection (about an hour)
 	@for mode in lexical dense hybrid; do \
 		$(BIN)/ragstack eval retrieval $(DATA)/scifact --split train --mode $$mode --json; done
 	@for mode in lexical dense hybrid graph graph-global; do \
@@ -68,6 +68,11 @@ eval: install  ## the README's quality figures: retrieval on SciFact (train) and
 	@RAGSTACK__RETRIEVE__GRAPH_WEIGHT=0.1 \
 		$(BIN)/ragstack eval retrieval $(DATA)/hotpotqa_dev200 --split dev --mode hybrid --json
 	@$(BIN)/ragstack eval verify $(DATA)/scifact --split train --json
+	@for k in 5 10 15; do RAGSTACK__RETRIEVE__TOP_K=$$k \
+		$(BIN)/ragstack eval qa $(DATA)/hotpotqa_dev200 --json; done
+	@$(BIN)/ragstack eval qa $(DATA)/hotpotqa_dev200 --mode hybrid --json
+	@$(BIN)/ragstack eval qa $(DATA)/squad2_dev --json
+	@$(BIN)/ragstack eval injection $(DATA)/bipia --json
 
 bench-deps: $(STAMP)  ## the PyTorch reference for bench embed (CPU torch, sentence-transformers)
 	$(BIN)/pip install -q -e '.[bench]'
