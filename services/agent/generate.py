@@ -87,8 +87,21 @@ class Strip:
     heading: str
 
 
+# Text addressed to the assistant rather than to a reader ("Enhance your response by...", "Ignore
+# previous instructions", "Reply in German"): documents are data, so an answer never quotes it on.
+_DIRECTIVE = re.compile(
+    r"\byour\s+(?:response|responses|reply|replies|answer|answers)\b"
+    r"|\b(?:ignore|disregard|forget)\s+(?:all\s+|any\s+)?(?:the\s+)?(?:previous|prior|above|earlier|your)\b"
+    r"|\b(?:system|developer)\s+prompt\b|\bnew\s+instructions?\b|\bas an (?:ai|assistant|llm)\b"
+    r"|\b(?:reply|respond|answer)\s+(?:only\s+)?(?:in|using|with)\s+(?:reverse|base\d+|emojis?|code|"
+    r"german|french|spanish|italian|portuguese|chinese|japanese|russian|arabic|hindi|korean|dutch)\b",
+    re.IGNORECASE,
+)
+
+
 def strips(evidence: Sequence[NumberedEvidence]) -> list[Strip]:
-    """The quotable sentences of the evidence: fragments (list tails, short labels) are left out."""
+    """The quotable sentences of the evidence: fragments (list tails, short labels) and directives
+    to the assistant are left out."""
     return [
         Strip(e.ref, rank, pos, sentence, " ".join(e.hit.chunk.heading_path))
         for rank, e in enumerate(evidence)
@@ -96,6 +109,7 @@ def strips(evidence: Sequence[NumberedEvidence]) -> list[Strip]:
         if len(sentence.split()) >= MIN_STRIP_WORDS
         and not sentence[0].islower()
         and not sentence.endswith(":")
+        and not _DIRECTIVE.search(sentence)
     ]
 
 
@@ -145,7 +159,7 @@ def _prose(text: str) -> str:
         if line.lstrip().startswith(("```", "~~~")):
             fenced = not fenced
             continue
-        if not fenced and not line.lstrip().startswith("|"):
+        if not fenced and not line.lstrip().startswith("|") and not _DIRECTIVE.search(line):
             lines.append(_INLINE_MARKUP.sub("", line.lstrip("-*+# ")))
     return "\n".join(lines)
 
