@@ -7,13 +7,23 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from ragstack.config import LLMConfig
 
 log = logging.getLogger(__name__)
 PROBE_TTL_S = 30.0
+
+
+@contextmanager
+def _closing(client: Any) -> Iterator[Any]:
+    """An ollama client closed after use: its keep-alive connection would otherwise stay open."""
+    try:
+        yield client
+    finally:
+        client.close()
 
 
 class LLM:
@@ -27,12 +37,6 @@ class LLM:
     @property
     def name(self) -> str:
         return f"llm:{self.cfg.model}"
-
-    def _client(self, timeout: float) -> Any:
-        import ollama
-
-        # The ollama client has no default timeout: always give one.
-        return ollama.AsyncClient(host=self.cfg.host, timeout=timeout)
 
     async def available(self) -> bool:
         """Whether the server answers and has the model; cached for a while."""
@@ -50,7 +54,8 @@ class LLM:
                 return self._available
             self._probed_at = now
             try:
-                listing = ollama.Client(host=self.cfg.host, timeout=self.cfg.probe_timeout_s).list()
+                with _closing(ollama.Client(host=self.cfg.host, timeout=self.cfg.probe_timeout_s)) as client:
+                    listing = client.list()
                 names = {m.model for m in listing.models}
                 self._available = self.cfg.model in names or f"{self.cfg.model}:latest" in names
                 if not self._available:
@@ -69,29 +74,38 @@ class LLM:
         The caller validates it: a small model may still answer off-schema."""
         import ollama
 
-        response = ollama.Client(host=self.cfg.host, timeout=self.cfg.timeout_s).chat(
-            model=self.cfg.model, messages=list(messages), format=schema, options={"temperature": 0}
-        )
+        with _closing(ollama.Client(host=self.cfg.host, timeout=self.cfg.timeout_s)) as client:
+            response = client.chat(
+                model=self.cfg.model, messages=list(messages), format=schema, options={"temperature": 0}
+            )
         return response.message.content or ""
 
     def chat(self, messages: Sequence[dict[str, str]]) -> str:
         """One non-streamed answer, for synchronous callers."""
         import ollama
 
-        response = ollama.Client(host=self.cfg.host, timeout=self.cfg.timeout_s).chat(
-            model=self.cfg.model, messages=list(messages), options={"temperature": self.cfg.temperature}
-        )
+        with _closing(ollama.Client(host=self.cfg.host, timeout=self.cfg.timeout_s)) as client:
+            response = client.chat(
+                model=self.cfg.model, messages=list(messages), options={"temperature": self.cfg.temperature}
+            )
         return response.message.content or ""
 
     async def stream_chat(self, messages: Sequence[dict[str, str]]) -> AsyncIterator[str]:
-        client = self._client(self.cfg.timeout_s)
-        stream = await client.chat(
-            model=self.cfg.model,
-            messages=list(messages),
-            stream=True,
-            options={"temperature": self.cfg.temperature},
-        )
-        async for part in stream:
-            text = part.message.content or ""
-            if text:
-                yield text
+        import ollama
+
+        # The ollama client has no default timeout: always give one; and close it, or its
+        # keep-alive connection to the server stays open.
+        client = ollama.AsyncClient(host=self.cfg.host, timeout=self.cfg.timeout_s)
+        try:
+            stream = await client.chat(
+                model=self.cfg.model,
+                messages=list(messages),
+                stream=True,
+                options={"temperature": self.cfg.temperature},
+            )
+            async for part in stream:
+                text = part.message.content or ""
+                if text:
+                    yield text
+        finally:
+            await client.close()

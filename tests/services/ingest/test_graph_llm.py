@@ -18,7 +18,7 @@ from ragstack.stores.graph import GraphStore
 from services.ingest.graph_extract import EntityExtractor
 from services.ingest.graph_index import GraphIndex
 from services.ingest.llm_extract import LLMExtractor
-from tests.tools.fake_ollama import FakeOllama
+from tests.tools.ollama_server import OllamaServer
 
 TEXT = (
     "Jeff Porcaro played drums for Toto. Toto was formed in Los Angeles in 1977. "
@@ -44,7 +44,7 @@ def offline() -> EntityExtractor:
     return EntityExtractor()
 
 
-def llm_for(fake: FakeOllama) -> LLM:
+def llm_for(fake: OllamaServer) -> LLM:
     return LLM(LLMConfig(host=fake.url, model="test", timeout_s=10))
 
 
@@ -58,7 +58,7 @@ def scripted(*answers: str):  # type: ignore[no-untyped-def]
 
 
 def test_structured_extraction_is_validated_and_grounded(offline: EntityExtractor) -> None:
-    with FakeOllama("test", scripted(json.dumps(GOOD))).serve() as fake:
+    with OllamaServer("test", scripted(json.dumps(GOOD))).serve() as fake:
         extractor = LLMExtractor(llm_for(fake), offline)
         mentions, relations = extractor.extract([chunk()])
     request = fake.requests[0]
@@ -84,7 +84,7 @@ def test_structured_extraction_is_validated_and_grounded(offline: EntityExtracto
 
 
 def test_malformed_answer_is_retried_once(offline: EntityExtractor) -> None:
-    with FakeOllama("test", scripted("{not json", json.dumps(GOOD))).serve() as fake:
+    with OllamaServer("test", scripted("{not json", json.dumps(GOOD))).serve() as fake:
         extractor = LLMExtractor(llm_for(fake), offline)
         mentions, _ = extractor.extract([chunk()])
     assert len(fake.requests) == 2 and "not valid" in fake.requests[1]["messages"][-1]["content"]
@@ -94,7 +94,7 @@ def test_malformed_answer_is_retried_once(offline: EntityExtractor) -> None:
 
 def test_twice_malformed_falls_back_to_spacy(offline: EntityExtractor) -> None:
     wrong_shape = json.dumps({"entities": "Toto"})
-    with FakeOllama("test", scripted(wrong_shape)).serve() as fake:
+    with OllamaServer("test", scripted(wrong_shape)).serve() as fake:
         extractor = LLMExtractor(llm_for(fake), offline)
         mentions, relations = extractor.extract([chunk()])
     assert len(fake.requests) == 2
@@ -103,7 +103,7 @@ def test_twice_malformed_falls_back_to_spacy(offline: EntityExtractor) -> None:
 
 
 def test_unreachable_llm_means_spacy(offline: EntityExtractor) -> None:
-    with FakeOllama("test", scripted("{}")).serve() as fake:
+    with OllamaServer("test", scripted("{}")).serve() as fake:
         url = fake.url
     extractor = LLMExtractor(LLM(LLMConfig(host=url, model="test", probe_timeout_s=0.5)), offline)
     assert extractor.extract([chunk()]) == offline.extract([chunk()])
@@ -116,7 +116,7 @@ def test_community_summaries_by_the_llm_keep_the_extractive_part(tmp_path: Path,
             return json.dumps(GOOD)
         return "Toto is a Los Angeles band whose drummer was Jeff Porcaro."
 
-    with FakeOllama("test", reply).serve() as fake:
+    with OllamaServer("test", reply).serve() as fake:
         llm = llm_for(fake)
         store = GraphStore(tmp_path / "lance", embedder.dimension, writer=True)
         index = GraphIndex(store, LLMExtractor(llm, offline), embedder, llm=llm)

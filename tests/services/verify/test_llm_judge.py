@@ -14,7 +14,7 @@ from ragstack.domain import Evidence, Verdict
 from ragstack.llm import LLM
 from services.verify.checker import OfflineChecker, Verifier
 from services.verify.llm_judge import LLMJudge
-from tests.tools.fake_ollama import FakeOllama
+from tests.tools.ollama_server import OllamaServer
 
 EVIDENCE = [
     Evidence("1", "bm25:0", "Lucene and tantivy default to k1 = 1.2 and b = 0.75."),
@@ -23,13 +23,13 @@ EVIDENCE = [
 ANSWER = "Tantivy defaults to k1 = 1.2 and b = 0.75 [1], and RRF uses k = 60 [2]. It is fast [9]."
 
 
-def server(decomposition: Any, verdicts: Any) -> FakeOllama:
+def server(decomposition: Any, verdicts: Any) -> OllamaServer:
     def reply(request: dict[str, Any]) -> str:
         system = request["messages"][0]["content"]
         answer = decomposition if system.startswith("You split") else verdicts
         return answer if isinstance(answer, str) else json.dumps(answer)
 
-    return FakeOllama("test", reply)
+    return OllamaServer("test", reply)
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +37,7 @@ def checker(embedder) -> OfflineChecker:  # type: ignore[no-untyped-def]
     return OfflineChecker(embedder, 0.55, 0.4)
 
 
-def verifier_for(fake: FakeOllama, checker: OfflineChecker) -> Verifier:
+def verifier_for(fake: OllamaServer, checker: OfflineChecker) -> Verifier:
     return Verifier(checker, 0.5, LLMJudge(LLM(LLMConfig(host=fake.url, model="test", timeout_s=10))))
 
 

@@ -1,0 +1,121 @@
+"""A server for the Ollama HTTP API (GET /api/tags, POST /api/chat, streamed or not) in front of any
+reply function, so that tests exercise the real `ollama` client: scripted replies where a test needs
+exact answers, or a real small model (`llama_reply`) where one is installed. It records every request
+and judges nothing."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+Reply = Callable[[dict[str, Any]], "str | Iterator[str]"]  # chat request -> the content, or its pieces
+TEST_MODEL = Path(__file__).resolve().parents[2] / "models" / "smollm2-135m" / "model.gguf"
+
+
+class OllamaServer:
+    def __init__(self, model: str, reply: Reply) -> None:
+        self.model = model
+        self.reply = reply
+        self.requests: list[dict[str, Any]] = []
+        self.url = ""
+
+    @contextmanager
+    def serve(self) -> Iterator[OllamaServer]:
+        server_self = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _send(self, body: dict[str, Any]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                name = f"{server_self.model}:latest"
+                self._send({"models": [{"model": name, "name": name}]})
+
+            def do_POST(self) -> None:
+                request = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                server_self.requests.append(request)
+                reply = server_self.reply(request)
+                pieces = [reply] if isinstance(reply, str) else reply
+                if request.get("stream", True):
+                    self.send_response(200)
+                    self.send_header("content-type", "application/x-ndjson")
+                    self.send_header("transfer-encoding", "chunked")
+                    self.end_headers()
+                    for piece in pieces:
+                        self._chunk({"message": {"role": "assistant", "content": piece}, "done": False})
+                    self._chunk(
+                        {"message": {"role": "assistant", "content": ""}, "done": True, "done_reason": "stop"}
+                    )
+                    self.wfile.write(b"0\r\n\r\n")
+                else:
+                    self._send(
+                        {
+                            "model": server_self.model,
+                            "created_at": "2026-11-30T00:00:00Z",
+                            "message": {"role": "assistant", "content": "".join(pieces)},
+                            "done": True,
+                            "done_reason": "stop",
+                        }
+                    )
+
+            def _chunk(self, body: dict[str, Any]) -> None:
+                line = json.dumps({"model": server_self.model, "created_at": "2026-11-30T00:00:00Z", **body})
+                data = (line + "\n").encode()
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                self.wfile.flush()
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{server.server_address[1]}"
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            server.shutdown()
+            server.server_close()
+
+
+def llama_reply(model_path: Path = TEST_MODEL, max_tokens: int = 256) -> Reply:
+    """Replies from a real GGUF model through llama-cpp-python: Ollama's `format` (a JSON schema or
+    "json") becomes llama.cpp's grammar-constrained JSON, so JSON mode works as in Ollama."""
+    from llama_cpp import Llama
+
+    llm = Llama(model_path=str(model_path), n_ctx=4096, n_threads=2, seed=0, verbose=False)
+    lock = threading.Lock()
+
+    def reply(request: dict[str, Any]) -> Iterator[str]:
+        kwargs: dict[str, Any] = {
+            "messages": request["messages"],
+            "temperature": float(request.get("options", {}).get("temperature", 0.0)),
+            "max_tokens": max_tokens,
+            "stream": True,
+        }
+        schema = request.get("format")
+        if schema:
+            kwargs["response_format"] = (
+                {"type": "json_object", "schema": schema}
+                if isinstance(schema, dict)
+                else {"type": "json_object"}
+            )
+        with lock:  # one generation at a time: a Llama instance is not thread-safe
+            for chunk in llm.create_chat_completion(**kwargs):
+                piece = chunk["choices"][0]["delta"].get("content")
+                if piece:
+                    yield piece
+
+    return reply
