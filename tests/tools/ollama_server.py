@@ -25,7 +25,7 @@ class OllamaServer:
         self.url = ""
 
     @contextmanager
-    def serve(self) -> Iterator[OllamaServer]:
+    def serve(self, port: int = 0) -> Iterator[OllamaServer]:
         server_self = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -79,7 +79,7 @@ class OllamaServer:
                 self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
                 self.wfile.flush()
 
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.url = f"http://127.0.0.1:{server.server_address[1]}"
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()
@@ -119,3 +119,38 @@ def llama_reply(model_path: Path = TEST_MODEL, max_tokens: int = 256) -> Reply:
                     yield piece
 
     return reply
+
+
+_SIZE_KEYS = {"maxLength", "minLength", "maxItems", "minItems"}
+
+
+def _loosened(schema: Any) -> Any:
+    """The schema without length bounds: llama.cpp unrolls them into grammar rules and gives up
+    (then crashes) on long ones. The caller validates lengths anyway."""
+    if isinstance(schema, dict):
+        return {k: _loosened(v) for k, v in schema.items() if k not in _SIZE_KEYS}
+    if isinstance(schema, list):
+        return [_loosened(v) for v in schema]
+    return schema
+
+
+def main() -> None:
+    """`python -m tests.tools.ollama_server [--port 11434]`: the test model as a local "Ollama", for
+    measuring the LLM paths with `RAGSTACK__LLM__MODEL=smollm2 ragstack eval ...`."""
+    import argparse
+    import time
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--port", type=int, default=11434)
+    parser.add_argument("--name", default="smollm2")
+    parser.add_argument("--model", type=Path, default=TEST_MODEL)
+    args = parser.parse_args()
+    server = OllamaServer(args.name, llama_reply(args.model))
+    with server.serve(port=args.port):
+        print(f"serving {args.model} as {args.name!r} at {server.url}", flush=True)
+        while True:
+            time.sleep(3600)
+
+
+if __name__ == "__main__":
+    main()
