@@ -4,7 +4,7 @@ Both ask for JSON under a schema and validate what comes back; an invalid answer
 once, and then the deterministic path runs (sentence splitting; the offline checker). Decomposed
 claims may only carry refs the answer itself uses. Verdicts are matched to claims by id; a claim
 the judge skipped is unsupported (fail closed), and the offline guards (refs, numbers, coded names)
-overrule any verdict.
+overrule any verdict. A decomposition that loses a number of the answer is not used.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any, Literal, Protocol, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ragstack.domain import Claim, Evidence, Verdict
+from ragstack.text import numbers
 from services.verify.claims import DraftClaim, split_claims
 
 log = logging.getLogger(__name__)
@@ -86,6 +87,11 @@ class LLMJudge:
         used = {r.strip() for m in _MARKERS.finditer(answer) for r in m.group(1).split(",")}
         found = self._ask(_Claims, DECOMPOSE_SYSTEM, f"<answer>\n{answer}\n</answer>")
         if found is None:
+            return split_claims(answer)
+        # A decomposition that drops a number the answer states would leave it unchecked.
+        dropped = numbers(_MARKERS.sub("", answer)) - {n for c in found.claims for n in numbers(c.text)}
+        if dropped:
+            log.info("the LLM's claims drop %s from the answer; sentence claims instead", sorted(dropped)[0])
             return split_claims(answer)
         return [
             DraftClaim(

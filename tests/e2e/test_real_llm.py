@@ -29,8 +29,8 @@ class RunningModel:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[RunningModel]:
-    """The model server in a process of its own, as Ollama would run (llama.cpp crashed when it
-    generated in a thread of the test process itself)."""
+    """The model server in a process of its own, as Ollama runs; it must still be up at the end (a
+    crash of it would otherwise pass as the offline fallback)."""
     try:
         import llama_cpp  # noqa: F401
     except ImportError:
@@ -48,6 +48,7 @@ def server() -> Iterator[RunningModel]:
     try:
         assert " at http://" in line, f"the test model server did not start: {line!r}"
         yield RunningModel(line.rsplit(" at ", 1)[1].strip())
+        assert proc.poll() is None, "the test model server died during the tests"
     finally:
         proc.terminate()
         proc.wait(timeout=30)

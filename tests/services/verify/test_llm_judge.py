@@ -44,7 +44,11 @@ def verifier_for(fake: OllamaServer, checker: OfflineChecker) -> Verifier:
 CLAIMS = {
     "claims": [
         {"id": "c1", "text": "Tantivy defaults to k1 = 1.2.", "refs": ["1"]},
-        {"id": "c2", "text": "Tantivy defaults to b = 0.9.", "refs": ["1"]},  # a number the evidence lacks
+        {
+            "id": "c2",
+            "text": "Tantivy defaults to b = 0.75, up from 0.9.",
+            "refs": ["1"],
+        },  # 0.9: not in the evidence
         {"id": "c3", "text": "RRF uses k = 60.", "refs": ["2", "7"]},  # 7 is no marker of the answer
         {"id": "c4", "text": "Tantivy is fast.", "refs": ["9"]},
     ]
@@ -88,3 +92,12 @@ def test_unreachable_llm_means_offline(checker: OfflineChecker) -> None:
         ANSWER, EVIDENCE, 0.9
     )
     assert v.manifest.method == "offline" and [c.claim_id for c in v.manifest.claims] == ["c1", "c2"]
+
+
+def test_a_decomposition_that_drops_a_number_is_not_used(checker: OfflineChecker) -> None:
+    lossy = {"claims": [{"id": "c1", "text": "Tantivy has a default k1.", "refs": ["1"]}]}
+    verdicts = {"verdicts": [{"id": "c1", "verdict": "supported", "confidence": 0.9, "reason": "ok"}]}
+    with server(lossy, verdicts).serve() as fake:
+        v = verifier_for(fake, checker).verify("Tantivy defaults to k1 = 1.5 [1].", EVIDENCE, 0.9)
+    (claim,) = v.manifest.claims
+    assert claim.claim == "Tantivy defaults to k1 = 1.5." and claim.verdict == Verdict.UNSUPPORTED
