@@ -5,6 +5,7 @@ every path runs for real and that its guards hold, not the answers' quality."""
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -31,9 +32,7 @@ class RunningModel:
 def server() -> Iterator[RunningModel]:
     """The model server in a process of its own, as Ollama runs; it must still be up at the end (a
     crash of it would otherwise pass as the offline fallback)."""
-    try:
-        import llama_cpp  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("llama_cpp") is None:  # not imported here: the server process loads it
         pytest.fail("llama-cpp-python is missing: run scripts/test_llm.sh (make test does it)")
     if not TEST_MODEL.is_file():
         pytest.fail(f"no test model at {TEST_MODEL}: run scripts/test_llm.sh (make test does it)")
