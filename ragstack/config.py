@@ -143,6 +143,13 @@ class GenerationConfig(_Strict):
     max_steps: int = Field(
         4, ge=1, le=10, description="Agent: searches per question (sub-questions and corrective retries)."
     )
+    llm_router: bool = Field(
+        True,
+        description="Agent: route auto-mode questions by one structured LLM call when an LLM is reachable.",
+    )
+    route_timeout_s: float = Field(
+        10.0, gt=0, description="Agent: the LLM router's deadline; past it the heuristic routes."
+    )
     recall_memory: bool = Field(
         True, description="Agent: remember answered questions and search the documents of a similar one."
     )

@@ -268,6 +268,7 @@ def ask_event_to_pb(event: d.AskEvent) -> agent_pb2.AskResponse:
                     reason=event.reason,
                     sub_questions=list(event.sub_questions),
                     standalone_question=event.standalone_question,
+                    top_k=event.top_k,
                 )
             )
         case d.ToolCallEvent():
@@ -313,7 +314,12 @@ def ask_event_from_pb(pb: agent_pb2.AskResponse) -> d.AskEvent:
     if kind == "route":
         r = pb.route
         return d.RouteEvent(
-            mode_from_pb(r.mode), r.classifier, r.reason, tuple(r.sub_questions), r.standalone_question
+            mode_from_pb(r.mode),
+            r.classifier,
+            r.reason,
+            tuple(r.sub_questions),
+            r.standalone_question,
+            r.top_k,
         )
     if kind == "tool_call":
         t = pb.tool_call

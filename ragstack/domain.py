@@ -207,6 +207,7 @@ class RouteEvent:
     reason: str
     sub_questions: tuple[str, ...] = ()  # agentic plans: searched one by one
     standalone_question: str = ""  # a session's follow-up as retrieval used it
+    top_k: int = 0  # hits per search the route chose; 0: the request's or the configured
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from ragstack.v1 import common_pb2 as ragstack_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17ragstack/v1/agent.proto\x12\x0bragstack.v1\x1a\x18ragstack/v1/common.proto\"y\n\nAskRequest\x12\x10\n\x08question\x18\x01 \x01(\t\x12\x0f\n\x07library\x18\x02 \x01(\t\x12%\n\x04mode\x18\x03 \x01(\x0e\x32\x17.ragstack.v1.SearchMode\x12\r\n\x05top_k\x18\x04 \x01(\x05\x12\x12\n\nsession_id\x18\x05 \x01(\t\"\x1e\n\nStartEvent\x12\x10\n\x08trace_id\x18\x01 \x01(\t\"\x8b\x01\n\nRouteEvent\x12%\n\x04mode\x18\x01 \x01(\x0e\x32\x17.ragstack.v1.SearchMode\x12\x12\n\nclassifier\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x15\n\rsub_questions\x18\x04 \x03(\t\x12\x1b\n\x13standalone_question\x18\x05 \x01(\t\"\\\n\rToolCallEvent\x12\x0c\n\x04tool\x18\x01 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x02 \x01(\t\x12\x14\n\x0cresult_count\x18\x03 \x01(\x05\x12\x0f\n\x07took_ms\x18\x04 \x01(\x02\"S\n\rEvidenceEvent\x12$\n\x04hits\x18\x01 \x03(\x0b\x32\x16.ragstack.v1.SearchHit\x12\r\n\x05grade\x18\x02 \x01(\t\x12\r\n\x05score\x18\x03 \x01(\x02\"\x1a\n\nDeltaEvent\x12\x0c\n\x04text\x18\x01 \x01(\t\"<\n\x11VerificationEvent\x12\'\n\x08manifest\x18\x01 \x01(\x0b\x32\x15.ragstack.v1.Manifest\"\xba\x01\n\tDoneEvent\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12\x0e\n\x06\x61nswer\x18\x02 \x01(\t\x12(\n\tcitations\x18\x03 \x03(\x0b\x32\x15.ragstack.v1.Citation\x12\x12\n\nconfidence\x18\x04 \x01(\x02\x12\x11\n\tabstained\x18\x05 \x01(\x08\x12\x11\n\tgenerator\x18\x06 \x01(\t\x12\'\n\x08manifest\x18\x07 \x01(\x0b\x32\x15.ragstack.v1.Manifest\"\xd5\x02\n\x0b\x41skResponse\x12(\n\x05start\x18\x01 \x01(\x0b\x32\x17.ragstack.v1.StartEventH\x00\x12(\n\x05route\x18\x02 \x01(\x0b\x32\x17.ragstack.v1.RouteEventH\x00\x12/\n\ttool_call\x18\x03 \x01(\x0b\x32\x1a.ragstack.v1.ToolCallEventH\x00\x12.\n\x08\x65vidence\x18\x04 \x01(\x0b\x32\x1a.ragstack.v1.EvidenceEventH\x00\x12(\n\x05\x64\x65lta\x18\x05 \x01(\x0b\x32\x17.ragstack.v1.DeltaEventH\x00\x12\x36\n\x0cverification\x18\x06 \x01(\x0b\x32\x1e.ragstack.v1.VerificationEventH\x00\x12&\n\x04\x64one\x18\x07 \x01(\x0b\x32\x16.ragstack.v1.DoneEventH\x00\x42\x07\n\x05\x65vent\"#\n\x0fGetTraceRequest\x12\x10\n\x08trace_id\x18\x01 \x01(\t\"&\n\x10GetTraceResponse\x12\x12\n\ntrace_json\x18\x01 \x01(\t\"$\n\x13ListSessionsRequest\x12\r\n\x05limit\x18\x01 \x01(\x05\">\n\x14ListSessionsResponse\x12&\n\x08sessions\x18\x01 \x03(\x0b\x32\x14.ragstack.v1.Session\"W\n\x07Session\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\r\n\x05turns\x18\x02 \x01(\x05\x12\x15\n\rlast_question\x18\x03 \x01(\t\x12\x12\n\nupdated_at\x18\x04 \x01(\t2\xe8\x01\n\x0c\x41gentService\x12:\n\x03\x41sk\x12\x17.ragstack.v1.AskRequest\x1a\x18.ragstack.v1.AskResponse0\x01\x12G\n\x08GetTrace\x12\x1c.ragstack.v1.GetTraceRequest\x1a\x1d.ragstack.v1.GetTraceResponse\x12S\n\x0cListSessions\x12 .ragstack.v1.ListSessionsRequest\x1a!.ragstack.v1.ListSessionsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17ragstack/v1/agent.proto\x12\x0bragstack.v1\x1a\x18ragstack/v1/common.proto\"y\n\nAskRequest\x12\x10\n\x08question\x18\x01 \x01(\t\x12\x0f\n\x07library\x18\x02 \x01(\t\x12%\n\x04mode\x18\x03 \x01(\x0e\x32\x17.ragstack.v1.SearchMode\x12\r\n\x05top_k\x18\x04 \x01(\x05\x12\x12\n\nsession_id\x18\x05 \x01(\t\"\x1e\n\nStartEvent\x12\x10\n\x08trace_id\x18\x01 \x01(\t\"\x9a\x01\n\nRouteEvent\x12%\n\x04mode\x18\x01 \x01(\x0e\x32\x17.ragstack.v1.SearchMode\x12\x12\n\nclassifier\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x15\n\rsub_questions\x18\x04 \x03(\t\x12\x1b\n\x13standalone_question\x18\x05 \x01(\t\x12\r\n\x05top_k\x18\x06 \x01(\x05\"\\\n\rToolCallEvent\x12\x0c\n\x04tool\x18\x01 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x02 \x01(\t\x12\x14\n\x0cresult_count\x18\x03 \x01(\x05\x12\x0f\n\x07took_ms\x18\x04 \x01(\x02\"S\n\rEvidenceEvent\x12$\n\x04hits\x18\x01 \x03(\x0b\x32\x16.ragstack.v1.SearchHit\x12\r\n\x05grade\x18\x02 \x01(\t\x12\r\n\x05score\x18\x03 \x01(\x02\"\x1a\n\nDeltaEvent\x12\x0c\n\x04text\x18\x01 \x01(\t\"<\n\x11VerificationEvent\x12\'\n\x08manifest\x18\x01 \x01(\x0b\x32\x15.ragstack.v1.Manifest\"\xba\x01\n\tDoneEvent\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12\x0e\n\x06\x61nswer\x18\x02 \x01(\t\x12(\n\tcitations\x18\x03 \x03(\x0b\x32\x15.ragstack.v1.Citation\x12\x12\n\nconfidence\x18\x04 \x01(\x02\x12\x11\n\tabstained\x18\x05 \x01(\x08\x12\x11\n\tgenerator\x18\x06 \x01(\t\x12\'\n\x08manifest\x18\x07 \x01(\x0b\x32\x15.ragstack.v1.Manifest\"\xd5\x02\n\x0b\x41skResponse\x12(\n\x05start\x18\x01 \x01(\x0b\x32\x17.ragstack.v1.StartEventH\x00\x12(\n\x05route\x18\x02 \x01(\x0b\x32\x17.ragstack.v1.RouteEventH\x00\x12/\n\ttool_call\x18\x03 \x01(\x0b\x32\x1a.ragstack.v1.ToolCallEventH\x00\x12.\n\x08\x65vidence\x18\x04 \x01(\x0b\x32\x1a.ragstack.v1.EvidenceEventH\x00\x12(\n\x05\x64\x65lta\x18\x05 \x01(\x0b\x32\x17.ragstack.v1.DeltaEventH\x00\x12\x36\n\x0cverification\x18\x06 \x01(\x0b\x32\x1e.ragstack.v1.VerificationEventH\x00\x12&\n\x04\x64one\x18\x07 \x01(\x0b\x32\x16.ragstack.v1.DoneEventH\x00\x42\x07\n\x05\x65vent\"#\n\x0fGetTraceRequest\x12\x10\n\x08trace_id\x18\x01 \x01(\t\"&\n\x10GetTraceResponse\x12\x12\n\ntrace_json\x18\x01 \x01(\t\"$\n\x13ListSessionsRequest\x12\r\n\x05limit\x18\x01 \x01(\x05\">\n\x14ListSessionsResponse\x12&\n\x08sessions\x18\x01 \x03(\x0b\x32\x14.ragstack.v1.Session\"W\n\x07Session\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\r\n\x05turns\x18\x02 \x01(\x05\x12\x15\n\rlast_question\x18\x03 \x01(\t\x12\x12\n\nupdated_at\x18\x04 \x01(\t2\xe8\x01\n\x0c\x41gentService\x12:\n\x03\x41sk\x12\x17.ragstack.v1.AskRequest\x1a\x18.ragstack.v1.AskResponse0\x01\x12G\n\x08GetTrace\x12\x1c.ragstack.v1.GetTraceRequest\x1a\x1d.ragstack.v1.GetTraceResponse\x12S\n\x0cListSessions\x12 .ragstack.v1.ListSessionsRequest\x1a!.ragstack.v1.ListSessionsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,29 +37,29 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_STARTEVENT']._serialized_start=189
   _globals['_STARTEVENT']._serialized_end=219
   _globals['_ROUTEEVENT']._serialized_start=222
-  _globals['_ROUTEEVENT']._serialized_end=361
-  _globals['_TOOLCALLEVENT']._serialized_start=363
-  _globals['_TOOLCALLEVENT']._serialized_end=455
-  _globals['_EVIDENCEEVENT']._serialized_start=457
-  _globals['_EVIDENCEEVENT']._serialized_end=540
-  _globals['_DELTAEVENT']._serialized_start=542
-  _globals['_DELTAEVENT']._serialized_end=568
-  _globals['_VERIFICATIONEVENT']._serialized_start=570
-  _globals['_VERIFICATIONEVENT']._serialized_end=630
-  _globals['_DONEEVENT']._serialized_start=633
-  _globals['_DONEEVENT']._serialized_end=819
-  _globals['_ASKRESPONSE']._serialized_start=822
-  _globals['_ASKRESPONSE']._serialized_end=1163
-  _globals['_GETTRACEREQUEST']._serialized_start=1165
-  _globals['_GETTRACEREQUEST']._serialized_end=1200
-  _globals['_GETTRACERESPONSE']._serialized_start=1202
-  _globals['_GETTRACERESPONSE']._serialized_end=1240
-  _globals['_LISTSESSIONSREQUEST']._serialized_start=1242
-  _globals['_LISTSESSIONSREQUEST']._serialized_end=1278
-  _globals['_LISTSESSIONSRESPONSE']._serialized_start=1280
-  _globals['_LISTSESSIONSRESPONSE']._serialized_end=1342
-  _globals['_SESSION']._serialized_start=1344
-  _globals['_SESSION']._serialized_end=1431
-  _globals['_AGENTSERVICE']._serialized_start=1434
-  _globals['_AGENTSERVICE']._serialized_end=1666
+  _globals['_ROUTEEVENT']._serialized_end=376
+  _globals['_TOOLCALLEVENT']._serialized_start=378
+  _globals['_TOOLCALLEVENT']._serialized_end=470
+  _globals['_EVIDENCEEVENT']._serialized_start=472
+  _globals['_EVIDENCEEVENT']._serialized_end=555
+  _globals['_DELTAEVENT']._serialized_start=557
+  _globals['_DELTAEVENT']._serialized_end=583
+  _globals['_VERIFICATIONEVENT']._serialized_start=585
+  _globals['_VERIFICATIONEVENT']._serialized_end=645
+  _globals['_DONEEVENT']._serialized_start=648
+  _globals['_DONEEVENT']._serialized_end=834
+  _globals['_ASKRESPONSE']._serialized_start=837
+  _globals['_ASKRESPONSE']._serialized_end=1178
+  _globals['_GETTRACEREQUEST']._serialized_start=1180
+  _globals['_GETTRACEREQUEST']._serialized_end=1215
+  _globals['_GETTRACERESPONSE']._serialized_start=1217
+  _globals['_GETTRACERESPONSE']._serialized_end=1255
+  _globals['_LISTSESSIONSREQUEST']._serialized_start=1257
+  _globals['_LISTSESSIONSREQUEST']._serialized_end=1293
+  _globals['_LISTSESSIONSRESPONSE']._serialized_start=1295
+  _globals['_LISTSESSIONSRESPONSE']._serialized_end=1357
+  _globals['_SESSION']._serialized_start=1359
+  _globals['_SESSION']._serialized_end=1446
+  _globals['_AGENTSERVICE']._serialized_start=1449
+  _globals['_AGENTSERVICE']._serialized_end=1681
 # @@protoc_insertion_point(module_scope)

@@ -28,18 +28,20 @@ class StartEvent(_message.Message):
     def __init__(self, trace_id: _Optional[str] = ...) -> None: ...
 
 class RouteEvent(_message.Message):
-    __slots__ = ("mode", "classifier", "reason", "sub_questions", "standalone_question")
+    __slots__ = ("mode", "classifier", "reason", "sub_questions", "standalone_question", "top_k")
     MODE_FIELD_NUMBER: _ClassVar[int]
     CLASSIFIER_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     SUB_QUESTIONS_FIELD_NUMBER: _ClassVar[int]
     STANDALONE_QUESTION_FIELD_NUMBER: _ClassVar[int]
+    TOP_K_FIELD_NUMBER: _ClassVar[int]
     mode: _common_pb2.SearchMode
     classifier: str
     reason: str
     sub_questions: _containers.RepeatedScalarFieldContainer[str]
     standalone_question: str
-    def __init__(self, mode: _Optional[_Union[_common_pb2.SearchMode, str]] = ..., classifier: _Optional[str] = ..., reason: _Optional[str] = ..., sub_questions: _Optional[_Iterable[str]] = ..., standalone_question: _Optional[str] = ...) -> None: ...
+    top_k: int
+    def __init__(self, mode: _Optional[_Union[_common_pb2.SearchMode, str]] = ..., classifier: _Optional[str] = ..., reason: _Optional[str] = ..., sub_questions: _Optional[_Iterable[str]] = ..., standalone_question: _Optional[str] = ..., top_k: _Optional[int] = ...) -> None: ...
 
 class ToolCallEvent(_message.Message):
     __slots__ = ("tool", "arguments_json", "result_count", "took_ms")

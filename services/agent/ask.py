@@ -20,6 +20,7 @@ from ragstack.errors import InvalidArgument, RagstackError
 from ragstack.telemetry import current_trace_id
 from ragstack.traces import TraceStore
 from services.agent import generate, grading
+from services.agent.classify import classify
 from services.agent.router import route
 from services.agent.sessions import Memory, SessionInfo, SessionStore, check_session_id, standalone
 
@@ -63,6 +64,7 @@ class LLMPort(Protocol):
     @property
     def name(self) -> str: ...
     async def available(self) -> bool: ...
+    def chat_json(self, messages: Sequence[dict[str, str]], schema: dict[str, Any]) -> str: ...
     def stream_chat(self, messages: Sequence[dict[str, str]]) -> AsyncIterator[str]: ...
 
 
@@ -112,6 +114,7 @@ class Agent:
             }
             start = self._clock()
             try:
+                record["top_k_requested"] = top_k
                 async for event in self._answer(question, library, mode, top_k or self._top_k, record):
                     yield event
                     if isinstance(event, d.DoneEvent) and self._sessions is not None:
@@ -144,7 +147,9 @@ class Agent:
         if record["session_id"] and self._sessions is not None:
             question = standalone(asked, self._sessions.recent(record["session_id"]))
         record["standalone_question"] = question
-        chosen = route(question, mode)
+        chosen = await self._route(question, mode)
+        if chosen.top_k and not record["top_k_requested"]:
+            top_k = chosen.top_k
         if question != asked:
             chosen = replace(chosen, standalone_question=question)
         record["route"] = {
@@ -153,6 +158,7 @@ class Agent:
             "reason": chosen.reason,
             "sub_questions": list(chosen.sub_questions),
             "standalone_question": chosen.standalone_question,
+            "top_k": top_k,
         }
         yield chosen
 
@@ -239,6 +245,15 @@ class Agent:
             generator=generator,
             manifest=verification.manifest,
         )
+
+    async def _route(self, question: str, mode: d.SearchMode) -> d.RouteEvent:
+        """An explicit mode wins; else the LLM classifier when one is reachable; else the heuristic."""
+        if mode == d.SearchMode.AUTO and self._gen.llm_router and await self._llm.available():
+            with tracer.start_as_current_span("agent.classify"):
+                classified = await classify(self._llm, question, self._gen.route_timeout_s)
+            if classified is not None:
+                return classified
+        return route(question, mode)
 
     async def _gather(
         self,

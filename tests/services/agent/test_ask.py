@@ -88,6 +88,9 @@ class ScriptedLLM:
     async def available(self) -> bool:
         return self.reachable
 
+    def chat_json(self, messages: Sequence[dict[str, str]], schema: dict) -> str:
+        return "not routing"  # off-schema: the heuristic routes
+
     async def stream_chat(self, messages: Sequence[dict[str, str]]) -> AsyncIterator[str]:
         self.messages = list(messages)
         for i, piece in enumerate(self.pieces):
