@@ -4,12 +4,15 @@ when it is False; the answer and the trace say which path ran."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol, TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from ragstack.config import LLMConfig
 
@@ -109,3 +112,41 @@ class LLM:
                     yield text
         finally:
             await client.close()
+
+
+class JsonChat(Protocol):
+    def chat_json(self, messages: Sequence[dict[str, str]], schema: dict[str, Any]) -> str: ...
+
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def ask_validated(
+    llm: JsonChat,
+    model: type[Model],
+    system: str,
+    user: str,
+    on_retry: Callable[[], None] = lambda: None,
+) -> Model | None:
+    """One structured answer under `model`'s schema, validated. An invalid answer is asked for again
+    once, with the problem named; None when the LLM fails or answers invalid twice (the caller then
+    takes its offline path)."""
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    for attempt in range(2):
+        try:
+            raw = llm.chat_json(messages, model.model_json_schema())
+        except Exception as err:  # unreachable, refused, timed out
+            log.info("LLM call for %s failed: %s", model.__name__, type(err).__name__)
+            return None
+        try:
+            return model.model_validate(json.loads(raw))
+        except (ValueError, ValidationError) as err:
+            if attempt == 0:
+                on_retry()
+                problem = str(err).splitlines()[0][:200]
+                messages += [
+                    {"role": "assistant", "content": raw[:2000]},
+                    {"role": "user", "content": f"That is not valid ({problem}). Answer again: JSON only."},
+                ]
+    log.warning("the LLM gave no valid %s twice; the offline path runs", model.__name__)
+    return None

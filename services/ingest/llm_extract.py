@@ -8,15 +8,15 @@ chunk does not contain are dropped, so an answer cannot add names the document n
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from ragstack.domain import Chunk
 from ragstack.knowledge_graph import EntityMention, Relation, entity_key
+from ragstack.llm import JsonChat, ask_validated
 from ragstack.text import split_sentences
 from services.ingest.graph_extract import EntityExtractor, Span, Statement, assemble, prose
 
@@ -53,12 +53,8 @@ class _Answer(BaseModel):
     relations: list[_Relation] = Field(default_factory=list, max_length=400)
 
 
-SCHEMA: dict[str, Any] = _Answer.model_json_schema()
-
-
-class JsonLLM(Protocol):
+class JsonLLM(JsonChat, Protocol):
     def available_now(self) -> bool: ...
-    def chat_json(self, messages: Sequence[dict[str, str]], schema: dict[str, Any]) -> str: ...
 
 
 class LLMExtractor:
@@ -89,30 +85,12 @@ class LLMExtractor:
         return assemble(statements + self._offline.statements(rest))
 
     def _ask(self, chunk: Chunk) -> _Answer | None:
-        messages = [
-            {"role": "system", "content": SYSTEM},
-            {"role": "user", "content": f"<excerpt>\n{prose(chunk.text)}\n</excerpt>"},
-        ]
-        for attempt in range(2):
-            try:
-                raw = self._llm.chat_json(messages, SCHEMA)
-            except Exception as err:  # unreachable or timed out: the offline path takes the chunk
-                log.info("entity extraction by the LLM failed: %s", type(err).__name__)
-                return None
-            try:
-                return _Answer.model_validate(json.loads(raw))
-            except (ValueError, ValidationError) as err:
-                if attempt == 0:
-                    self.counts["retried"] += 1
-                    problem = str(err).splitlines()[0][:200]
-                    messages += [
-                        {"role": "assistant", "content": raw[:2000]},
-                        {
-                            "role": "user",
-                            "content": f"That is not valid ({problem}). Answer again: JSON only.",
-                        },
-                    ]
-        return None
+        def retried() -> None:
+            self.counts["retried"] += 1
+
+        return ask_validated(
+            self._llm, _Answer, SYSTEM, f"<excerpt>\n{prose(chunk.text)}\n</excerpt>", on_retry=retried
+        )
 
 
 def _statements(chunk: Chunk, answer: _Answer) -> list[Statement]:

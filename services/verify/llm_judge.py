@@ -9,15 +9,15 @@ overrule any verdict. A decomposition that loses a number of the answer is not u
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from ragstack.domain import Claim, Evidence, Verdict
+from ragstack.llm import JsonChat, ask_validated
 from ragstack.text import numbers
 from services.verify.claims import DraftClaim, split_claims
 
@@ -63,15 +63,11 @@ class _Verdicts(BaseModel):
     verdicts: list[_Verdict] = Field(max_length=100)
 
 
-class JsonLLM(Protocol):
+class JsonLLM(JsonChat, Protocol):
     @property
     def name(self) -> str: ...
 
     def available_now(self) -> bool: ...
-    def chat_json(self, messages: Sequence[dict[str, str]], schema: dict[str, Any]) -> str: ...
-
-
-Model = TypeVar("Model", bound=BaseModel)
 
 
 class LLMJudge:
@@ -85,7 +81,7 @@ class LLMJudge:
     def decompose(self, answer: str) -> list[DraftClaim]:
         """Atomic claims with the refs the answer gives them; the sentence split when the LLM fails."""
         used = {r.strip() for m in _MARKERS.finditer(answer) for r in m.group(1).split(",")}
-        found = self._ask(_Claims, DECOMPOSE_SYSTEM, f"<answer>\n{answer}\n</answer>")
+        found = ask_validated(self._llm, _Claims, DECOMPOSE_SYSTEM, f"<answer>\n{answer}\n</answer>")
         if found is None:
             return split_claims(answer)
         # A decomposition that drops a number the answer states would leave it unchecked.
@@ -111,7 +107,9 @@ class LLMJudge:
         cited = sorted({r for c in claims for r in c.refs if r in evidence})
         material = "\n".join(f'<evidence ref="{r}">\n{evidence[r].text}\n</evidence>' for r in cited)
         listed = "\n".join(f"{c.claim_id} (cites {', '.join(c.refs) or 'nothing'}): {c.text}" for c in claims)
-        found = self._ask(_Verdicts, JUDGE_SYSTEM, f"{material}\n<claims>\n{listed}\n</claims>")
+        found = ask_validated(
+            self._llm, _Verdicts, JUDGE_SYSTEM, f"{material}\n<claims>\n{listed}\n</claims>"
+        )
         if found is None:
             return None
         by_id = {c.claim_id: c for c in claims}
@@ -128,26 +126,3 @@ class LLMJudge:
                     v.reason.strip() or f"{v.verdict} by the LLM judge",
                 )
         return out
-
-    def _ask(self, model: type[Model], system: str, user: str) -> Model | None:
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-        for attempt in range(2):
-            try:
-                raw = self._llm.chat_json(messages, model.model_json_schema())
-            except Exception as err:
-                log.info("LLM verification call failed: %s", type(err).__name__)
-                return None
-            try:
-                return model.model_validate(json.loads(raw))
-            except (ValueError, ValidationError) as err:
-                if attempt == 0:
-                    problem = str(err).splitlines()[0][:200]
-                    messages += [
-                        {"role": "assistant", "content": raw[:2000]},
-                        {
-                            "role": "user",
-                            "content": f"That is not valid ({problem}). Answer again: JSON only.",
-                        },
-                    ]
-        log.warning("the LLM gave no valid %s twice; the offline path runs", model.__name__)
-        return None
