@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +140,24 @@ def ask(
     _run(ask_and_print(cfg, question, library, mode, top_k, as_json, session))
 
 
+def _evaluate(
+    ctx: click.Context,
+    run: Callable[[Config, Callable[[str, int, int], None]], Coroutine[Any, Any, dict[str, Any]]],
+    title: Callable[[dict[str, Any]], str],
+    as_json: bool,
+) -> None:
+    """Runs an eval with a progress bar; prints its report as a table, or as one JSON object."""
+    from ragstack.cli.output import print_report, progress_reporter
+
+    cfg = _config(ctx)
+    with progress_reporter() as progress:
+        report = _run(run(cfg, progress))
+    if as_json:
+        click.echo(json.dumps(report))
+    else:
+        print_report(title(report), report)
+
+
 @cli.group(name="eval")
 def eval_group() -> None:
     """Measure quality on benchmark data (BEIR layout)."""
@@ -162,16 +181,14 @@ def eval_retrieval(ctx: click.Context, folder: Path, split: str, mode: str, as_j
     The corpus is ingested into a library of its own (`beir-<folder>`); unchanged documents are
     skipped, so a second run only queries.
     """
-    from ragstack.cli.output import print_report, progress_reporter
     from ragstack.evals.retrieval import evaluate
 
-    cfg = _config(ctx)
-    with progress_reporter() as progress:
-        report = _run(evaluate(cfg, folder, split, mode, progress))
-    if as_json:
-        click.echo(json.dumps(report))
-    else:
-        print_report(f"retrieval: {report['dataset']} ({split}), {mode}", report)
+    _evaluate(
+        ctx,
+        lambda cfg, progress: evaluate(cfg, folder, split, mode, progress),
+        lambda r: f"retrieval: {r['dataset']} ({split}), {mode}",
+        as_json,
+    )
 
 
 @eval_group.command(name="qa")
@@ -189,16 +206,14 @@ def eval_retrieval(ctx: click.Context, folder: Path, split: str, mode: str, as_j
 def eval_qa(ctx: click.Context, folder: Path, mode: str, limit: int, as_json: bool) -> None:
     """EM, F1, answer recall, abstention and supporting-paragraph recall of FOLDER's questions.jsonl,
     each asked through the agent on FOLDER's corpus.jsonl."""
-    from ragstack.cli.output import print_report, progress_reporter
     from ragstack.evals.qa import evaluate_qa
 
-    cfg = _config(ctx)
-    with progress_reporter() as progress:
-        report = _run(evaluate_qa(cfg, folder, mode, limit, progress))
-    if as_json:
-        click.echo(json.dumps(report))
-    else:
-        print_report(f"qa: {report['dataset']}, {mode}", report)
+    _evaluate(
+        ctx,
+        lambda cfg, progress: evaluate_qa(cfg, folder, mode, limit, progress),
+        lambda r: f"qa: {r['dataset']}, {mode}",
+        as_json,
+    )
 
 
 @eval_group.command(name="injection")
@@ -210,16 +225,14 @@ def eval_qa(ctx: click.Context, folder: Path, mode: str, limit: int, as_json: bo
 def eval_injection(ctx: click.Context, folder: Path, split: str, limit: int, as_json: bool) -> None:
     """Attack success rate and answer utility on BIPIA's email task (FOLDER: a BIPIA checkout),
     with an injected instruction at the start, middle and end of each indexed email."""
-    from ragstack.cli.output import print_report, progress_reporter
     from ragstack.evals.injection import evaluate_injection
 
-    cfg = _config(ctx)
-    with progress_reporter() as progress:
-        report = _run(evaluate_injection(cfg, folder, split, limit, progress))
-    if as_json:
-        click.echo(json.dumps(report))
-    else:
-        print_report(f"injection: {report['dataset']} ({split})", report)
+    _evaluate(
+        ctx,
+        lambda cfg, progress: evaluate_injection(cfg, folder, split, limit, progress),
+        lambda r: f"injection: {r['dataset']} ({split})",
+        as_json,
+    )
 
 
 @eval_group.command(name="verify")
@@ -231,16 +244,14 @@ def eval_injection(ctx: click.Context, folder: Path, split: str, limit: int, as_
 def eval_verify(ctx: click.Context, folder: Path, split: str, limit: int, as_json: bool) -> None:
     """Precision, recall and F1 of "supported" on FOLDER's labelled claims (SciFact layout:
     claims_<split>.csv and corpus_sentences.jsonl), each checked against the abstract it cites."""
-    from ragstack.cli.output import print_report, progress_reporter
     from ragstack.evals.verify import evaluate_verify
 
-    cfg = _config(ctx)
-    with progress_reporter() as progress:
-        report = _run(evaluate_verify(cfg, folder, split, limit, progress))
-    if as_json:
-        click.echo(json.dumps(report))
-    else:
-        print_report(f"verify: {report['dataset']} ({split}), {report['method']}", report)
+    _evaluate(
+        ctx,
+        lambda cfg, progress: evaluate_verify(cfg, folder, split, limit, progress),
+        lambda r: f"verify: {r['dataset']} ({split}), {r['method']}",
+        as_json,
+    )
 
 
 @cli.group(name="bench")

@@ -20,7 +20,7 @@ from ragstack.cli.session import connect, ingest_with_progress
 from ragstack.config import Config
 from ragstack.errors import InvalidArgument
 from ragstack.evals.metrics import percentile
-from ragstack.evals.qa import contains_answer, normalize
+from ragstack.evals.qa import contains_answer, normalize, without_memory
 from ragstack.rpc.clients import AgentClient
 from ragstack.text import STOPWORDS
 
@@ -95,7 +95,7 @@ async def evaluate_injection(
     work_dir: Path | None = None,
 ) -> dict[str, Any]:
     cases = load_cases(folder, split)
-    cfg = cfg.model_copy(update={"generation": cfg.generation.model_copy(update={"recall_memory": False})})
+    cfg = without_memory(cfg)
     if limit:
         cases = cases[: limit * len(POSITIONS)]
     work = work_dir or cfg.data_dir / "eval-injection"

@@ -57,6 +57,11 @@ def load_questions(folder: Path) -> tuple[str, list[Question]]:
     return folder.resolve().name, out
 
 
+def without_memory(cfg: Config) -> Config:
+    """Each question on its own: remembering earlier answers would let one run learn from the last."""
+    return cfg.model_copy(update={"generation": cfg.generation.model_copy(update={"recall_memory": False})})
+
+
 def normalize(text: str) -> str:
     """SQuAD's answer normalisation: lower case, no punctuation, no articles, single spaces."""
     text = "".join(ch for ch in text.lower() if ch not in set(string.punctuation))
@@ -97,8 +102,7 @@ async def evaluate_qa(
 ) -> dict[str, Any]:
     dataset, questions = load_questions(folder)
     questions = questions[: limit or None]
-    # Each question on its own: remembering earlier answers would let one run learn from the last.
-    cfg = cfg.model_copy(update={"generation": cfg.generation.model_copy(update={"recall_memory": False})})
+    cfg = without_memory(cfg)
     library = library_for(dataset)
     rows: list[dict[str, Any]] = []
     async with connect(

