@@ -172,6 +172,31 @@ class VerifyConfig(_Strict):
     )
 
 
+class DatabaseConfig(_Strict):
+    """A database attached to a library from the config file (`ragstack db attach` adds more)."""
+
+    name: str = Field(..., pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="Its name within the library.")
+    url: str = Field(
+        ...,
+        min_length=1,
+        description="sqlite:///abs/path.db (or a path, relative to this file), postgresql://role@host/db, "
+        "duckdb:///abs/path.duckdb; ${NAME} is read from the environment when opened.",
+    )
+    library: str = Field("default", min_length=1, description="The library it answers for.")
+
+
+class SqlConfig(_Strict):
+    """Databases as sources: read-only, parsed SQL (see the README's fence)."""
+
+    databases: list[DatabaseConfig] = Field(default_factory=list, description="Databases attached here.")
+    max_rows: int = Field(200, ge=1, le=10_000, description="Row cap of one query (LIMIT added/tightened).")
+    timeout_s: float = Field(5.0, gt=0, le=300, description="Statement timeout of one query.")
+    schema_ttl_s: float = Field(
+        60.0, ge=0, description="How long a database's introspected schema is reused."
+    )
+    answer_rows: int = Field(20, ge=1, le=200, description="Agent: rows of a result an answer lists.")
+
+
 class LLMConfig(_Strict):
     enabled: bool = Field(True, description="Use Ollama when reachable; false forces the offline paths.")
     host: str = Field("http://127.0.0.1:11434", description="Ollama's base URL.")
@@ -218,6 +243,7 @@ class Config(_Strict):
     generation: GenerationConfig = GenerationConfig()
     verify: VerifyConfig = VerifyConfig()
     llm: LLMConfig = LLMConfig()
+    sql: SqlConfig = SqlConfig()
     deadlines: DeadlinesConfig = DeadlinesConfig()
     gateway: GatewayConfig = GatewayConfig()
     telemetry: TelemetryConfig = TelemetryConfig()
@@ -282,6 +308,9 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
         cfg.models.embedder_dir = base / cfg.models.embedder_dir
     if not cfg.retrieve.reranker_dir.is_absolute():
         cfg.retrieve.reranker_dir = base / cfg.retrieve.reranker_dir
+    for db in cfg.sql.databases:  # a bare relative file path is relative to the config file
+        if "://" not in db.url and not Path(db.url).expanduser().is_absolute():
+            db.url = str(base / db.url)
     return cfg
 
 

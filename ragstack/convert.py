@@ -12,6 +12,7 @@ _MODE_TO_PB: dict[d.SearchMode, common_pb2.SearchMode] = {
     d.SearchMode.HYBRID: common_pb2.SEARCH_MODE_HYBRID,
     d.SearchMode.GRAPH_LOCAL: common_pb2.SEARCH_MODE_GRAPH_LOCAL,
     d.SearchMode.GRAPH_GLOBAL: common_pb2.SEARCH_MODE_GRAPH_GLOBAL,
+    d.SearchMode.SQL: common_pb2.SEARCH_MODE_SQL,
 }
 _MODE_FROM_PB: dict[int, d.SearchMode] = {int(v): k for k, v in _MODE_TO_PB.items()}
 
@@ -138,6 +139,11 @@ def citation_to_pb(c: d.Citation) -> common_pb2.Citation:
         heading_path=list(c.chunk.heading_path),
         pages=list(c.chunk.pages),
         quote=c.quote,
+        sql=common_pb2.SqlSource(
+            database=c.sql.database, query=c.sql.query, row_count=c.sql.row_count, truncated=c.sql.truncated
+        )
+        if c.sql
+        else None,
     )
 
 
@@ -152,7 +158,85 @@ def citation_from_pb(pb: common_pb2.Citation) -> d.Citation:
         title=pb.title,
         source=pb.source,
     )
-    return d.Citation(ref=pb.ref, chunk=chunk, quote=pb.quote)
+    sql = (
+        d.SqlSource(pb.sql.database, pb.sql.query, pb.sql.row_count, pb.sql.truncated)
+        if pb.HasField("sql")
+        else None
+    )
+    return d.Citation(ref=pb.ref, chunk=chunk, quote=pb.quote, sql=sql)
+
+
+def database_to_pb(db: d.Database) -> common_pb2.Database:
+    scores = db.scores or (0.0,) * len(db.tables)
+    return common_pb2.Database(
+        name=db.name,
+        library=db.library,
+        dialect=db.dialect,
+        url=db.url,
+        origin=db.origin,
+        error=db.error,
+        tables=[
+            common_pb2.TableSchema(
+                name=t.name,
+                row_count=t.row_count,
+                score=score,
+                columns=[
+                    common_pb2.ColumnSchema(name=c.name, type=c.type, samples=c.samples) for c in t.columns
+                ],
+                foreign_keys=[
+                    common_pb2.ForeignKey(column=c, references_table=rt, references_column=rc)
+                    for c, rt, rc in t.foreign_keys
+                ],
+            )
+            for t, score in zip(db.tables, scores, strict=True)
+        ],
+    )
+
+
+def database_from_pb(pb: common_pb2.Database) -> d.Database:
+    tables = tuple(
+        d.Table(
+            name=t.name,
+            columns=tuple(d.Column(c.name, c.type, tuple(c.samples)) for c in t.columns),
+            foreign_keys=tuple((k.column, k.references_table, k.references_column) for k in t.foreign_keys),
+            row_count=t.row_count,
+        )
+        for t in pb.tables
+    )
+    return d.Database(
+        name=pb.name,
+        library=pb.library,
+        dialect=pb.dialect,
+        url=pb.url,
+        origin=pb.origin,
+        tables=tables,
+        scores=tuple(t.score for t in pb.tables),
+        error=pb.error,
+    )
+
+
+def sql_result_to_pb(r: d.SqlResult) -> retrieve_pb2.SqlResponse:
+    resp = retrieve_pb2.SqlResponse(
+        database=r.database,
+        dialect=r.dialect,
+        sql=r.sql,
+        columns=list(r.columns),
+        truncated=r.truncated,
+        took_ms=r.took_ms,
+    )
+    for row in r.rows:
+        resp.rows.add().extend(list(row))
+    return resp
+
+
+def sql_result_from_pb(pb: retrieve_pb2.SqlResponse) -> d.SqlResult:
+    rows = tuple(tuple(_json_number(v) for v in row) for row in pb.rows)
+    return d.SqlResult(pb.database, pb.dialect, pb.sql, tuple(pb.columns), rows, pb.truncated, pb.took_ms)
+
+
+def _json_number(value: object) -> object:
+    """ListValue carries every number as a double: whole ones come back as ints."""
+    return int(value) if isinstance(value, float) and value.is_integer() and abs(value) < 2**53 else value
 
 
 def manifest_to_pb(m: d.Manifest) -> common_pb2.Manifest:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 
 from ragstack.errors import InvalidArgument
@@ -15,6 +16,7 @@ class SearchMode(enum.StrEnum):
     HYBRID = "hybrid"
     GRAPH_LOCAL = "graph"
     GRAPH_GLOBAL = "graph-global"
+    SQL = "sql"  # the agent only: read-only SQL over the attached databases
 
 
 class Verdict(enum.StrEnum):
@@ -127,10 +129,82 @@ class CommunityHit:
 
 
 @dataclass(frozen=True)
+class SqlSource:
+    """A query result an answer cites: where it ran, what ran, how many rows came back."""
+
+    database: str
+    query: str
+    row_count: int
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
 class Citation:
     ref: str
     chunk: Chunk
     quote: str = ""
+    sql: SqlSource | None = None
+
+
+_NUMERIC = re.compile(r"int|real|float|double|numeric|decimal|money|number|serial", re.IGNORECASE)
+_TEMPORAL = re.compile(r"date|time", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+    samples: tuple[str, ...] = ()  # distinct values; every value of a categorical text column
+
+    @property
+    def numeric(self) -> bool:
+        return bool(_NUMERIC.search(self.type))
+
+    @property
+    def temporal(self) -> bool:
+        return bool(_TEMPORAL.search(self.type))
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str  # as a query names it: `orders`, or `sales.orders` outside the default schema
+    columns: tuple[Column, ...]
+    foreign_keys: tuple[tuple[str, str, str], ...] = ()  # (column, referenced table, referenced column)
+    row_count: int = -1  # -1 when it could not be counted
+
+    def describe(self, samples: int = 5) -> str:
+        """One line for an LLM prompt or an embedding: columns, types, sample values, keys."""
+        cols = ", ".join(
+            f"{c.name} {c.type}" + (f" (e.g. {', '.join(c.samples[:samples])})" if c.samples else "")
+            for c in self.columns
+        )
+        keys = "".join(f"; {c} references {t}({rc})" for c, t, rc in self.foreign_keys)
+        return f"table {self.name} ({self.row_count} rows): {cols}{keys}"
+
+
+@dataclass(frozen=True)
+class Database:
+    """A database attached to a library, with its schema as the read-only connection sees it."""
+
+    name: str
+    library: str
+    dialect: str
+    url: str  # password redacted
+    origin: str  # `config` or `attached`
+    tables: tuple[Table, ...] = ()
+    scores: tuple[float, ...] = ()  # per table, relevance to a question, when one was given
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class SqlResult:
+    database: str
+    dialect: str
+    sql: str  # the statement that ran
+    columns: tuple[str, ...]
+    rows: tuple[tuple[object, ...], ...]
+    truncated: bool
+    took_ms: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -416,6 +416,61 @@ def graph_export_cmd(ctx: click.Context, out: Path, library: str) -> None:
     click.echo(f"wrote {nodes} entities and {edges} relations to {out}")
 
 
+@cli.group(name="db")
+def db_group() -> None:
+    """Databases a library answers aggregate questions from (read-only, parsed SQL)."""
+
+
+@db_group.command(name="attach")
+@click.argument("name")
+@click.argument("url")
+@click.option("-l", "--library", default="", help="The library (default from config).")
+@click.pass_context
+def db_attach(ctx: click.Context, name: str, url: str, library: str) -> None:
+    """Attach the database at URL as NAME: sqlite:///path.db, postgresql://role@host/db or
+    duckdb:///path.duckdb (${VAR} is read from the services' environment). Use a read-only role."""
+    from ragstack.cli.databases import attach
+
+    if "://" not in url and Path(url).exists():  # a bare file path, as the shell completed it
+        url = str(Path(url).resolve())
+    _run(attach(_config(ctx), name, url, library))
+
+
+@db_group.command(name="list")
+@click.option("-l", "--library", default="", help="The library (default from config).")
+@click.option("--json", "as_json", is_flag=True, help="Print the databases and schemas as JSON.")
+@click.pass_context
+def db_list(ctx: click.Context, library: str, as_json: bool) -> None:
+    """The attached databases with their tables, columns and sample values."""
+    from ragstack.cli.databases import list_databases
+
+    _run(list_databases(_config(ctx), library, as_json))
+
+
+@db_group.command(name="detach")
+@click.argument("name")
+@click.option("-l", "--library", default="", help="The library (default from config).")
+@click.pass_context
+def db_detach(ctx: click.Context, name: str, library: str) -> None:
+    """Detach the database NAME (configured ones are removed from ragstack.yaml instead)."""
+    from ragstack.cli.databases import detach
+
+    _run(detach(_config(ctx), name, library))
+
+
+@db_group.command(name="query")
+@click.argument("sql")
+@click.option("-d", "--database", default="", help="The database (may be left out when there is one).")
+@click.option("-l", "--library", default="", help="The library (default from config).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.pass_context
+def db_query(ctx: click.Context, sql: str, database: str, library: str, as_json: bool) -> None:
+    """Run one read-only SELECT through the fence (refused statements never run)."""
+    from ragstack.cli.databases import query
+
+    _run(query(_config(ctx), sql, database, library, as_json))
+
+
 @cli.group(name="traces")
 def traces_group() -> None:
     """Read the JSON traces queries wrote (in <data_dir>/traces)."""

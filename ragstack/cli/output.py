@@ -92,6 +92,14 @@ def _print_answer(console: Console, done: d.DoneEvent) -> None:
     console.print()
     console.print("[bold]Sources[/bold]")
     for c in done.citations:
+        if c.sql is not None:
+            more = ", more matched" if c.sql.truncated else ""
+            console.print(
+                f"  [{c.ref}] database {c.sql.database}: {c.sql.query}  ({c.sql.row_count} rows{more})",
+                highlight=False,
+                markup=False,
+            )
+            continue
         where = " > ".join(c.chunk.heading_path)
         pages = f", p. {','.join(map(str, c.chunk.pages))}" if c.chunk.pages else ""
         console.print(

@@ -39,6 +39,8 @@ _RETRY_POLICY = {
 _IDEMPOTENT = [
     {"service": GRPC_SERVICES["retrieve"], "method": "Search"},
     {"service": GRPC_SERVICES["retrieve"], "method": "Score"},
+    {"service": GRPC_SERVICES["retrieve"], "method": "ListDatabases"},
+    {"service": GRPC_SERVICES["retrieve"], "method": "Sql"},  # read-only by construction
     {"service": GRPC_SERVICES["verify"], "method": "Verify"},
     {"service": GRPC_SERVICES["ingest"], "method": "ListDocuments"},
     {"service": GRPC_SERVICES["ingest"], "method": "GetDocument"},
@@ -120,6 +122,23 @@ class RetrieveClient:
         except grpc.aio.AioRpcError as err:
             raise _rpc_error(err) from None
         return list(resp.scores)
+
+    async def databases(self, library: str, question: str = "") -> list[d.Database]:
+        try:
+            resp = await self._stub.ListDatabases(
+                retrieve_pb2.ListDatabasesRequest(library=library, question=question), timeout=self._deadline
+            )
+        except grpc.aio.AioRpcError as err:
+            raise _rpc_error(err) from None
+        return [convert.database_from_pb(x) for x in resp.databases]
+
+    async def sql(self, library: str, database: str, sql: str, max_rows: int = 0) -> d.SqlResult:
+        req = retrieve_pb2.SqlRequest(library=library, database=database, sql=sql, max_rows=max_rows)
+        try:
+            resp = await self._stub.Sql(req, timeout=self._deadline)
+        except grpc.aio.AioRpcError as err:
+            raise _rpc_error(err) from None
+        return convert.sql_result_from_pb(resp)
 
 
 class VerifyClient:
@@ -249,6 +268,21 @@ class IngestClient:
         except grpc.aio.AioRpcError as err:
             raise _rpc_error(err) from None
         return int(resp.chunks_removed)
+
+    async def attach_database(self, name: str, url: str, library: str = "") -> d.Database:
+        req = ingest_pb2.AttachDatabaseRequest(library=library, name=name, url=url)
+        try:
+            resp = await self._stub.AttachDatabase(req, timeout=self._short)
+        except grpc.aio.AioRpcError as err:
+            raise _rpc_error(err) from None
+        return convert.database_from_pb(resp.database)
+
+    async def detach_database(self, name: str, library: str = "") -> None:
+        req = ingest_pb2.DetachDatabaseRequest(library=library, name=name)
+        try:
+            await self._stub.DetachDatabase(req, timeout=self._short)
+        except grpc.aio.AioRpcError as err:
+            raise _rpc_error(err) from None
 
 
 async def check_health(channel: grpc.aio.Channel, service: str, deadline_s: float) -> str:

@@ -15,6 +15,7 @@ class SearchMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SEARCH_MODE_HYBRID: _ClassVar[SearchMode]
     SEARCH_MODE_GRAPH_LOCAL: _ClassVar[SearchMode]
     SEARCH_MODE_GRAPH_GLOBAL: _ClassVar[SearchMode]
+    SEARCH_MODE_SQL: _ClassVar[SearchMode]
 
 class Verdict(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -28,6 +29,7 @@ SEARCH_MODE_DENSE: SearchMode
 SEARCH_MODE_HYBRID: SearchMode
 SEARCH_MODE_GRAPH_LOCAL: SearchMode
 SEARCH_MODE_GRAPH_GLOBAL: SearchMode
+SEARCH_MODE_SQL: SearchMode
 VERDICT_UNSPECIFIED: Verdict
 VERDICT_SUPPORTED: Verdict
 VERDICT_PARTIAL: Verdict
@@ -102,7 +104,7 @@ class SearchHit(_message.Message):
     def __init__(self, chunk: _Optional[_Union[Chunk, _Mapping]] = ..., score: _Optional[float] = ..., signals: _Optional[_Iterable[_Union[SignalScore, _Mapping]]] = ..., context: _Optional[str] = ...) -> None: ...
 
 class Citation(_message.Message):
-    __slots__ = ("ref", "chunk_id", "document_id", "title", "source", "heading_path", "pages", "quote")
+    __slots__ = ("ref", "chunk_id", "document_id", "title", "source", "heading_path", "pages", "quote", "sql")
     REF_FIELD_NUMBER: _ClassVar[int]
     CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
     DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -111,6 +113,7 @@ class Citation(_message.Message):
     HEADING_PATH_FIELD_NUMBER: _ClassVar[int]
     PAGES_FIELD_NUMBER: _ClassVar[int]
     QUOTE_FIELD_NUMBER: _ClassVar[int]
+    SQL_FIELD_NUMBER: _ClassVar[int]
     ref: str
     chunk_id: str
     document_id: str
@@ -119,7 +122,72 @@ class Citation(_message.Message):
     heading_path: _containers.RepeatedScalarFieldContainer[str]
     pages: _containers.RepeatedScalarFieldContainer[int]
     quote: str
-    def __init__(self, ref: _Optional[str] = ..., chunk_id: _Optional[str] = ..., document_id: _Optional[str] = ..., title: _Optional[str] = ..., source: _Optional[str] = ..., heading_path: _Optional[_Iterable[str]] = ..., pages: _Optional[_Iterable[int]] = ..., quote: _Optional[str] = ...) -> None: ...
+    sql: SqlSource
+    def __init__(self, ref: _Optional[str] = ..., chunk_id: _Optional[str] = ..., document_id: _Optional[str] = ..., title: _Optional[str] = ..., source: _Optional[str] = ..., heading_path: _Optional[_Iterable[str]] = ..., pages: _Optional[_Iterable[int]] = ..., quote: _Optional[str] = ..., sql: _Optional[_Union[SqlSource, _Mapping]] = ...) -> None: ...
+
+class SqlSource(_message.Message):
+    __slots__ = ("database", "query", "row_count", "truncated")
+    DATABASE_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    ROW_COUNT_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    database: str
+    query: str
+    row_count: int
+    truncated: bool
+    def __init__(self, database: _Optional[str] = ..., query: _Optional[str] = ..., row_count: _Optional[int] = ..., truncated: _Optional[bool] = ...) -> None: ...
+
+class Database(_message.Message):
+    __slots__ = ("name", "library", "dialect", "url", "origin", "tables", "error")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    LIBRARY_FIELD_NUMBER: _ClassVar[int]
+    DIALECT_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    TABLES_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    library: str
+    dialect: str
+    url: str
+    origin: str
+    tables: _containers.RepeatedCompositeFieldContainer[TableSchema]
+    error: str
+    def __init__(self, name: _Optional[str] = ..., library: _Optional[str] = ..., dialect: _Optional[str] = ..., url: _Optional[str] = ..., origin: _Optional[str] = ..., tables: _Optional[_Iterable[_Union[TableSchema, _Mapping]]] = ..., error: _Optional[str] = ...) -> None: ...
+
+class TableSchema(_message.Message):
+    __slots__ = ("name", "columns", "foreign_keys", "row_count", "score")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    FOREIGN_KEYS_FIELD_NUMBER: _ClassVar[int]
+    ROW_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    columns: _containers.RepeatedCompositeFieldContainer[ColumnSchema]
+    foreign_keys: _containers.RepeatedCompositeFieldContainer[ForeignKey]
+    row_count: int
+    score: float
+    def __init__(self, name: _Optional[str] = ..., columns: _Optional[_Iterable[_Union[ColumnSchema, _Mapping]]] = ..., foreign_keys: _Optional[_Iterable[_Union[ForeignKey, _Mapping]]] = ..., row_count: _Optional[int] = ..., score: _Optional[float] = ...) -> None: ...
+
+class ColumnSchema(_message.Message):
+    __slots__ = ("name", "type", "samples")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    type: str
+    samples: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., type: _Optional[str] = ..., samples: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ForeignKey(_message.Message):
+    __slots__ = ("column", "references_table", "references_column")
+    COLUMN_FIELD_NUMBER: _ClassVar[int]
+    REFERENCES_TABLE_FIELD_NUMBER: _ClassVar[int]
+    REFERENCES_COLUMN_FIELD_NUMBER: _ClassVar[int]
+    column: str
+    references_table: str
+    references_column: str
+    def __init__(self, column: _Optional[str] = ..., references_table: _Optional[str] = ..., references_column: _Optional[str] = ...) -> None: ...
 
 class Claim(_message.Message):
     __slots__ = ("claim_id", "claim", "refs", "verdict", "confidence", "reason")

@@ -27,6 +27,34 @@ FILE_STAGE_UNCHANGED: FileStage
 FILE_STAGE_FAILED: FileStage
 FILE_STAGE_REMOVED: FileStage
 
+class AttachDatabaseRequest(_message.Message):
+    __slots__ = ("library", "name", "url")
+    LIBRARY_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    library: str
+    name: str
+    url: str
+    def __init__(self, library: _Optional[str] = ..., name: _Optional[str] = ..., url: _Optional[str] = ...) -> None: ...
+
+class AttachDatabaseResponse(_message.Message):
+    __slots__ = ("database",)
+    DATABASE_FIELD_NUMBER: _ClassVar[int]
+    database: _common_pb2.Database
+    def __init__(self, database: _Optional[_Union[_common_pb2.Database, _Mapping]] = ...) -> None: ...
+
+class DetachDatabaseRequest(_message.Message):
+    __slots__ = ("library", "name")
+    LIBRARY_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    library: str
+    name: str
+    def __init__(self, library: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
+
+class DetachDatabaseResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class FileUpload(_message.Message):
     __slots__ = ("filename", "content")
     FILENAME_FIELD_NUMBER: _ClassVar[int]

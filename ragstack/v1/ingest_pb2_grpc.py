@@ -55,6 +55,16 @@ class IngestServiceStub:
                 request_serializer=ragstack_dot_v1_dot_ingest__pb2.DeleteDocumentRequest.SerializeToString,
                 response_deserializer=ragstack_dot_v1_dot_ingest__pb2.DeleteDocumentResponse.FromString,
                 _registered_method=True)
+        self.AttachDatabase = channel.unary_unary(
+                '/ragstack.v1.IngestService/AttachDatabase',
+                request_serializer=ragstack_dot_v1_dot_ingest__pb2.AttachDatabaseRequest.SerializeToString,
+                response_deserializer=ragstack_dot_v1_dot_ingest__pb2.AttachDatabaseResponse.FromString,
+                _registered_method=True)
+        self.DetachDatabase = channel.unary_unary(
+                '/ragstack.v1.IngestService/DetachDatabase',
+                request_serializer=ragstack_dot_v1_dot_ingest__pb2.DetachDatabaseRequest.SerializeToString,
+                response_deserializer=ragstack_dot_v1_dot_ingest__pb2.DetachDatabaseResponse.FromString,
+                _registered_method=True)
 
 
 class IngestServiceServicer:
@@ -93,6 +103,24 @@ class IngestServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AttachDatabase(self, request, context):
+        """Attaches a database to a library as a source for aggregate questions: the URL is opened
+        read-only and its schema read before it is recorded. Attaching a name again replaces it.
+        Errors: INVALID_ARGUMENT for a bad name or URL, or a name taken by ragstack.yaml;
+        UNAVAILABLE when the database cannot be reached.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DetachDatabase(self, request, context):
+        """Detaches a database. Errors: NOT_FOUND for a name not attached (configured databases are
+        removed from ragstack.yaml instead).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IngestServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -115,6 +143,16 @@ def add_IngestServiceServicer_to_server(servicer, server):
                     servicer.DeleteDocument,
                     request_deserializer=ragstack_dot_v1_dot_ingest__pb2.DeleteDocumentRequest.FromString,
                     response_serializer=ragstack_dot_v1_dot_ingest__pb2.DeleteDocumentResponse.SerializeToString,
+            ),
+            'AttachDatabase': grpc.unary_unary_rpc_method_handler(
+                    servicer.AttachDatabase,
+                    request_deserializer=ragstack_dot_v1_dot_ingest__pb2.AttachDatabaseRequest.FromString,
+                    response_serializer=ragstack_dot_v1_dot_ingest__pb2.AttachDatabaseResponse.SerializeToString,
+            ),
+            'DetachDatabase': grpc.unary_unary_rpc_method_handler(
+                    servicer.DetachDatabase,
+                    request_deserializer=ragstack_dot_v1_dot_ingest__pb2.DetachDatabaseRequest.FromString,
+                    response_serializer=ragstack_dot_v1_dot_ingest__pb2.DetachDatabaseResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -226,6 +264,60 @@ class IngestService:
             '/ragstack.v1.IngestService/DeleteDocument',
             ragstack_dot_v1_dot_ingest__pb2.DeleteDocumentRequest.SerializeToString,
             ragstack_dot_v1_dot_ingest__pb2.DeleteDocumentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AttachDatabase(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragstack.v1.IngestService/AttachDatabase',
+            ragstack_dot_v1_dot_ingest__pb2.AttachDatabaseRequest.SerializeToString,
+            ragstack_dot_v1_dot_ingest__pb2.AttachDatabaseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DetachDatabase(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragstack.v1.IngestService/DetachDatabase',
+            ragstack_dot_v1_dot_ingest__pb2.DetachDatabaseRequest.SerializeToString,
+            ragstack_dot_v1_dot_ingest__pb2.DetachDatabaseResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,3 +1,4 @@
+from google.protobuf import struct_pb2 as _struct_pb2
 from ragstack.v1 import common_pb2 as _common_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
@@ -6,6 +7,50 @@ from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class ListDatabasesRequest(_message.Message):
+    __slots__ = ("library", "question")
+    LIBRARY_FIELD_NUMBER: _ClassVar[int]
+    QUESTION_FIELD_NUMBER: _ClassVar[int]
+    library: str
+    question: str
+    def __init__(self, library: _Optional[str] = ..., question: _Optional[str] = ...) -> None: ...
+
+class ListDatabasesResponse(_message.Message):
+    __slots__ = ("databases",)
+    DATABASES_FIELD_NUMBER: _ClassVar[int]
+    databases: _containers.RepeatedCompositeFieldContainer[_common_pb2.Database]
+    def __init__(self, databases: _Optional[_Iterable[_Union[_common_pb2.Database, _Mapping]]] = ...) -> None: ...
+
+class SqlRequest(_message.Message):
+    __slots__ = ("library", "database", "sql", "max_rows")
+    LIBRARY_FIELD_NUMBER: _ClassVar[int]
+    DATABASE_FIELD_NUMBER: _ClassVar[int]
+    SQL_FIELD_NUMBER: _ClassVar[int]
+    MAX_ROWS_FIELD_NUMBER: _ClassVar[int]
+    library: str
+    database: str
+    sql: str
+    max_rows: int
+    def __init__(self, library: _Optional[str] = ..., database: _Optional[str] = ..., sql: _Optional[str] = ..., max_rows: _Optional[int] = ...) -> None: ...
+
+class SqlResponse(_message.Message):
+    __slots__ = ("database", "dialect", "sql", "columns", "rows", "truncated", "took_ms")
+    DATABASE_FIELD_NUMBER: _ClassVar[int]
+    DIALECT_FIELD_NUMBER: _ClassVar[int]
+    SQL_FIELD_NUMBER: _ClassVar[int]
+    COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    TOOK_MS_FIELD_NUMBER: _ClassVar[int]
+    database: str
+    dialect: str
+    sql: str
+    columns: _containers.RepeatedScalarFieldContainer[str]
+    rows: _containers.RepeatedCompositeFieldContainer[_struct_pb2.ListValue]
+    truncated: bool
+    took_ms: float
+    def __init__(self, database: _Optional[str] = ..., dialect: _Optional[str] = ..., sql: _Optional[str] = ..., columns: _Optional[_Iterable[str]] = ..., rows: _Optional[_Iterable[_Union[_struct_pb2.ListValue, _Mapping]]] = ..., truncated: _Optional[bool] = ..., took_ms: _Optional[float] = ...) -> None: ...
 
 class ScoreRequest(_message.Message):
     __slots__ = ("query", "texts")

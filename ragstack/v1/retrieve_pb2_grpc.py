@@ -45,6 +45,16 @@ class RetrieveServiceStub:
                 request_serializer=ragstack_dot_v1_dot_retrieve__pb2.ScoreRequest.SerializeToString,
                 response_deserializer=ragstack_dot_v1_dot_retrieve__pb2.ScoreResponse.FromString,
                 _registered_method=True)
+        self.ListDatabases = channel.unary_unary(
+                '/ragstack.v1.RetrieveService/ListDatabases',
+                request_serializer=ragstack_dot_v1_dot_retrieve__pb2.ListDatabasesRequest.SerializeToString,
+                response_deserializer=ragstack_dot_v1_dot_retrieve__pb2.ListDatabasesResponse.FromString,
+                _registered_method=True)
+        self.Sql = channel.unary_unary(
+                '/ragstack.v1.RetrieveService/Sql',
+                request_serializer=ragstack_dot_v1_dot_retrieve__pb2.SqlRequest.SerializeToString,
+                response_deserializer=ragstack_dot_v1_dot_retrieve__pb2.SqlResponse.FromString,
+                _registered_method=True)
 
 
 class RetrieveServiceServicer:
@@ -68,6 +78,29 @@ class RetrieveServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListDatabases(self, request, context):
+        """Lists the databases attached to a library with their schema (tables, columns, types, sample
+        values, foreign keys); with a question, tables ranked by relevance to it. A database that
+        cannot be read is listed with its `error`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Sql(self, request, context):
+        """Runs one read-only SELECT on an attached database. The statement is parsed in the
+        database's dialect and refused unless it is exactly one SELECT (or a set operation of
+        SELECTs) over the database's own tables with no write, DDL, PRAGMA, ATTACH, COPY, file,
+        network or admin function anywhere in it; it then runs on a read-only connection with a
+        row cap (LIMIT added or tightened) and a statement timeout (sql.timeout_s).
+        Errors: INVALID_ARGUMENT with the reason for a refused statement (it never ran); NOT_FOUND
+        for an unknown database; FAILED_PRECONDITION when the database rejected the query or it ran
+        over the timeout; UNAVAILABLE when the database cannot be reached.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RetrieveServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -80,6 +113,16 @@ def add_RetrieveServiceServicer_to_server(servicer, server):
                     servicer.Score,
                     request_deserializer=ragstack_dot_v1_dot_retrieve__pb2.ScoreRequest.FromString,
                     response_serializer=ragstack_dot_v1_dot_retrieve__pb2.ScoreResponse.SerializeToString,
+            ),
+            'ListDatabases': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDatabases,
+                    request_deserializer=ragstack_dot_v1_dot_retrieve__pb2.ListDatabasesRequest.FromString,
+                    response_serializer=ragstack_dot_v1_dot_retrieve__pb2.ListDatabasesResponse.SerializeToString,
+            ),
+            'Sql': grpc.unary_unary_rpc_method_handler(
+                    servicer.Sql,
+                    request_deserializer=ragstack_dot_v1_dot_retrieve__pb2.SqlRequest.FromString,
+                    response_serializer=ragstack_dot_v1_dot_retrieve__pb2.SqlResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -137,6 +180,60 @@ class RetrieveService:
             '/ragstack.v1.RetrieveService/Score',
             ragstack_dot_v1_dot_retrieve__pb2.ScoreRequest.SerializeToString,
             ragstack_dot_v1_dot_retrieve__pb2.ScoreResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDatabases(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragstack.v1.RetrieveService/ListDatabases',
+            ragstack_dot_v1_dot_retrieve__pb2.ListDatabasesRequest.SerializeToString,
+            ragstack_dot_v1_dot_retrieve__pb2.ListDatabasesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Sql(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragstack.v1.RetrieveService/Sql',
+            ragstack_dot_v1_dot_retrieve__pb2.SqlRequest.SerializeToString,
+            ragstack_dot_v1_dot_retrieve__pb2.SqlResponse.FromString,
             options,
             channel_credentials,
             insecure,

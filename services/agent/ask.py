@@ -21,8 +21,9 @@ from ragstack.telemetry import current_trace_id
 from ragstack.traces import TraceStore
 from services.agent import generate, grading
 from services.agent.classify import classify
-from services.agent.router import route
+from services.agent.router import aggregate, route
 from services.agent.sessions import Memory, SessionInfo, SessionStore, check_session_id, standalone
+from services.agent.sql_tool import SqlOutcome, query_databases
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("ragstack.agent")
@@ -52,6 +53,8 @@ class RetrieverPort(Protocol):
         self, query: str, library: str, top_k: int, mode: d.SearchMode, where: d.SearchFilter | None = None
     ) -> tuple[list[d.SearchHit], d.SearchMode]: ...
     async def score(self, query: str, texts: Sequence[str]) -> list[float]: ...
+    async def databases(self, library: str, question: str = "") -> list[d.Database]: ...
+    async def sql(self, library: str, database: str, sql: str, max_rows: int = 0) -> d.SqlResult: ...
 
 
 class VerifierPort(Protocol):
@@ -81,8 +84,10 @@ class Agent:
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         new_trace_id: Callable[[], str] = lambda: uuid.uuid4().hex,
         sessions: SessionStore | None = None,
+        sql_answer_rows: int = 20,
     ) -> None:
         self._sessions = sessions
+        self._sql_rows = sql_answer_rows
         self._retriever = retriever
         self._verifier = verifier
         self._llm = llm
@@ -147,7 +152,7 @@ class Agent:
         if record["session_id"] and self._sessions is not None:
             question = standalone(asked, self._sessions.recent(record["session_id"]))
         record["standalone_question"] = question
-        chosen = await self._route(question, mode)
+        chosen, databases = await self._route(question, mode, library)
         if chosen.top_k and not record["top_k_requested"]:
             top_k = chosen.top_k
         if question != asked:
@@ -163,8 +168,32 @@ class Agent:
         yield chosen
 
         found = _Found()
-        async for event in self._gather(question, library, top_k, chosen, record, found):
-            yield event
+        sql: SqlOutcome | None = None
+        if chosen.mode == d.SearchMode.SQL:
+            record["tool_calls"], record["grades"] = [], []
+            llm = self._llm if await self._llm.available() else None
+            with tracer.start_as_current_span("agent.sql"):
+                sql = await query_databases(
+                    question, library, self._retriever, llm, self._sql_rows, databases
+                )
+            for call in sql.calls:
+                record["tool_calls"].append(call)
+                yield d.ToolCallEvent(
+                    "sql", json.dumps(call["arguments"]), call["result_count"], call["took_ms"]
+                )
+            if sql.hit is not None:
+                found.hits, found.score, found.grade = [sql.hit], 1.0, grading.CORRECT
+                record["grades"].append({"query": question, "grade": found.grade, "score": 1.0})
+                yield d.EvidenceEvent((sql.hit,), found.grade, found.score)
+            else:
+                record["sql_notice"] = sql.notice
+        if chosen.mode != d.SearchMode.SQL or (sql and sql.hit is None and chosen.classifier != "explicit"):
+            # Documents answer when no database could (the notice stays for an empty result).
+            fallback = (
+                replace(chosen, mode=d.SearchMode.HYBRID) if chosen.mode == d.SearchMode.SQL else chosen
+            )
+            async for event in self._gather(question, library, top_k, fallback, record, found):
+                yield event
         hits, score, grade = found.hits, found.score, found.grade
         record["grade"] = {"grade": grade, "score": score, "hits": len(hits)}
 
@@ -188,7 +217,12 @@ class Agent:
                     log.warning("LLM generation failed (%s); answering extractively", err)
                     record["llm_error"] = f"{type(err).__name__}: {err}"
                     draft = ""
-            if not draft and grade != grading.INCORRECT:
+            if not draft and sql is not None and sql.hit is not None:
+                generator = "sql"
+                draft = sql.answer
+                async for piece in generate.stream_text(draft):
+                    yield d.DeltaEvent(piece)
+            elif not draft and grade != grading.INCORRECT:
                 generator = "extractive"
                 draft = await self._extract(question, evidence, record)
                 async for piece in generate.stream_text(draft):
@@ -217,10 +251,20 @@ class Agent:
         if not cited:
             cited = [r for r in by_ref if f"[{r}]" in draft]
         refs = list(dict.fromkeys(cited)) or list(by_ref)
+        sql_source = sql.source if sql is not None and sql.hit is not None else None
         citations = tuple(
-            d.Citation(ref=r, chunk=by_ref[r].hit.chunk, quote=by_ref[r].hit.chunk.text) for r in refs
+            d.Citation(
+                ref=r,
+                chunk=by_ref[r].hit.chunk,
+                quote=by_ref[r].hit.chunk.text,
+                sql=sql_source if by_ref[r].hit.chunk.media_type == "application/sql" else None,
+            )
+            for r in refs
         )
-        answer = generate.ABSTAIN_NOTICE if verification.abstain else draft
+        answer = draft
+        if verification.abstain:  # no database answer and no document answer: say which was missing
+            notice = str(record.get("sql_notice") or "")
+            answer = notice if notice and not draft else generate.ABSTAIN_NOTICE
         record.update(
             answer=answer,
             abstained=verification.abstain,
@@ -232,6 +276,7 @@ class Agent:
                     "source": c.chunk.source,
                     "heading_path": list(c.chunk.heading_path),
                     "pages": list(c.chunk.pages),
+                    **({"sql": asdict(c.sql)} if c.sql else {}),
                 }
                 for c in citations
             ],
@@ -246,14 +291,33 @@ class Agent:
             manifest=verification.manifest,
         )
 
-    async def _route(self, question: str, mode: d.SearchMode) -> d.RouteEvent:
-        """An explicit mode wins; else the LLM classifier when one is reachable; else the heuristic."""
+    async def _route(
+        self, question: str, mode: d.SearchMode, library: str
+    ) -> tuple[d.RouteEvent, list[d.Database]]:
+        """An explicit mode wins; else the LLM classifier when one is reachable; else the heuristic.
+        SQL only when the library has a database attached (its tables come back ranked)."""
         if mode == d.SearchMode.AUTO and self._gen.llm_router and await self._llm.available():
             with tracer.start_as_current_span("agent.classify"):
                 classified = await classify(self._llm, question, self._gen.route_timeout_s)
             if classified is not None:
-                return classified
-        return route(question, mode)
+                if classified.mode != d.SearchMode.SQL:
+                    return classified, []
+                databases = await self._databases(library, question)
+                if databases:
+                    return classified, databases
+                return replace(
+                    classified, mode=d.SearchMode.HYBRID, reason=f"{classified.reason}; no database: hybrid"
+                ), []
+        wants = mode == d.SearchMode.SQL or (mode == d.SearchMode.AUTO and aggregate(question))
+        databases = await self._databases(library, question) if wants else []
+        return route(question, mode, has_databases=bool(databases)), databases
+
+    async def _databases(self, library: str, question: str) -> list[d.Database]:
+        try:
+            return [db for db in await self._retriever.databases(library, question) if not db.error]
+        except RagstackError as err:
+            log.warning("cannot list the databases of %s: %s", library, err)
+            return []
 
     async def _gather(
         self,
@@ -273,7 +337,8 @@ class Agent:
         queue = [(q, chosen.mode, q, "", everything) for q in chosen.sub_questions] or [
             (question, chosen.mode, question, "", everything)
         ]
-        record["tool_calls"], record["grades"] = [], []
+        record.setdefault("tool_calls", [])
+        record.setdefault("grades", [])
         recalled = await self._recall(question, library, record)
         if recalled is not None:
             yield d.ToolCallEvent("recall_memory", json.dumps({"query": question}), 1, 0.0)

@@ -24,7 +24,8 @@ SYSTEM = (
     "comparison, one standalone question per side; else empty). Pick the least strategy that suffices: "
     "lexical for exact names, codes or error strings; dense for paraphrased or conceptual questions; hybrid "
     "for most questions; graph for questions that connect named entities; graph-global for the main themes "
-    "of a whole collection; agentic for comparisons of two or more things."
+    "of a whole collection; agentic for comparisons of two or more things; sql for counts, totals, averages, "
+    "extremes and breakdowns of records (orders, tickets, sales) that a database holds."
 )
 _MODES = {
     "lexical": SearchMode.LEXICAL,
@@ -33,6 +34,7 @@ _MODES = {
     "graph": SearchMode.GRAPH_LOCAL,
     "graph-global": SearchMode.GRAPH_GLOBAL,
     "agentic": SearchMode.HYBRID,
+    "sql": SearchMode.SQL,  # the agent checks that a database is attached
 }
 
 
@@ -41,7 +43,7 @@ class Understanding(BaseModel):
     intent: str = Field(max_length=120)
     complexity: Literal["simple", "multi-hop", "aggregate"]
     ambiguous: bool
-    strategy: Literal["lexical", "dense", "hybrid", "graph", "graph-global", "agentic"]
+    strategy: Literal["lexical", "dense", "hybrid", "graph", "graph-global", "agentic", "sql"]
     top_k: int = Field(ge=1, le=20)
     sub_questions: list[str] = Field(default_factory=list, max_length=4)
 

@@ -27,6 +27,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         generation=cfg.generation,
         default_top_k=cfg.retrieve.top_k,
         sessions=sessions,
+        sql_answer_rows=cfg.sql.answer_rows,
     )
 
     async def close() -> None:

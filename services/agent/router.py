@@ -60,7 +60,20 @@ def comparison(question: str) -> tuple[str, str] | None:
     return (a, b) if a.lower() != b.lower() else None
 
 
-def route(question: str, requested: SearchMode) -> RouteEvent:
+# Counting, summing, averaging, extremes and breakdowns over records: a database's job when one is attached.
+_AGGREGATE = re.compile(
+    r"\bhow many\b|\bnumber of\b|\bcount\b|\btotal\b|\bsum of\b|\baverage\b|\bmean\b|\bmedian\b"
+    r"|\b(?:maximum|minimum|highest|lowest|largest|smallest)\b|\b(?:per|for each)\s+\w+",
+    re.IGNORECASE,
+)
+
+
+def aggregate(question: str) -> bool:
+    """An aggregate question ("how many orders shipped late in March?")."""
+    return bool(_AGGREGATE.search(question))
+
+
+def route(question: str, requested: SearchMode, has_databases: bool = False) -> RouteEvent:
     if requested != SearchMode.AUTO:
         return RouteEvent(requested, "explicit", "mode set by the request")
     sides = comparison(question)
@@ -71,6 +84,10 @@ def route(question: str, requested: SearchMode) -> RouteEvent:
             "heuristic",
             "a comparison: one search per side, then the answer from both",
             (_side(question, a, b), _side(question, b, a)),
+        )
+    if has_databases and aggregate(question):
+        return RouteEvent(
+            SearchMode.SQL, "heuristic", "an aggregate question: SQL over the attached databases"
         )
     words = question.split()
     if _THEMES.search(question):

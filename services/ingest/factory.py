@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from ragstack.resources import Resources
 from ragstack.service import ServiceSpec
 from ragstack.stores.catalog import Catalog
+from ragstack.stores.databases import DatabaseRegistry
 from ragstack.stores.graph import GraphStore
 from ragstack.stores.layout import check_layout
 from ragstack.stores.lexical import LexicalStore
@@ -50,9 +51,12 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         graph=graph,
     )
 
+    databases = DatabaseRegistry(cfg.data_dir / "databases.sqlite", cfg.sql.databases)
+
     async def close() -> None:
         lexical.close()
         catalog.close()
+        databases.close()
 
     return ServiceSpec(
         name="ingest",
@@ -61,6 +65,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
                 pipeline,
                 cfg.library,
                 CrawlLimits(cfg.ingest.crawl_max_pages, cfg.ingest.crawl_max_depth, cfg.ingest.crawl_delay_s),
+                databases,
             )
         ),
         aclose=close,

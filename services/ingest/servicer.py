@@ -9,6 +9,8 @@ import grpc
 
 from ragstack import convert
 from ragstack.domain import FileProgress, IngestSummary, library_name
+from ragstack.errors import Unavailable
+from ragstack.stores.databases import DatabaseRegistry
 from ragstack.v1 import ingest_pb2, ingest_pb2_grpc
 from services.ingest.crawler import CrawlLimits, crawl
 from services.ingest.pipeline import IngestPipeline
@@ -19,9 +21,14 @@ _END = object()
 
 class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
     def __init__(
-        self, pipeline: IngestPipeline, default_library: str, crawl_limits: CrawlLimits | None = None
+        self,
+        pipeline: IngestPipeline,
+        default_library: str,
+        crawl_limits: CrawlLimits | None = None,
+        databases: DatabaseRegistry | None = None,
     ) -> None:
         self._pipeline = pipeline
+        self._databases = databases
         self._crawl_limits = crawl_limits or CrawlLimits()
         self._default_library = default_library
         # The stores have one writer each: batches and deletes run one at a time.
@@ -75,6 +82,28 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
                 request.document_id,
             )
         return ingest_pb2.DeleteDocumentResponse(chunks_removed=removed)
+
+    async def AttachDatabase(
+        self, request: ingest_pb2.AttachDatabaseRequest, context: grpc.aio.ServicerContext
+    ) -> ingest_pb2.AttachDatabaseResponse:
+        db = await asyncio.to_thread(
+            self._registry().attach,
+            library_name(request.library, self._default_library),
+            request.name,
+            request.url,
+        )
+        return ingest_pb2.AttachDatabaseResponse(database=convert.database_to_pb(db))
+
+    async def DetachDatabase(
+        self, request: ingest_pb2.DetachDatabaseRequest, context: grpc.aio.ServicerContext
+    ) -> ingest_pb2.DetachDatabaseResponse:
+        self._registry().detach(library_name(request.library, self._default_library), request.name)
+        return ingest_pb2.DetachDatabaseResponse()
+
+    def _registry(self) -> DatabaseRegistry:
+        if self._databases is None:
+            raise Unavailable("this ingest service keeps no database registry")
+        return self._databases
 
 
 def register(servicer: IngestServicer) -> Callable[[grpc.aio.Server], None]:

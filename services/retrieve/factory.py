@@ -7,10 +7,12 @@ from collections.abc import Mapping
 from ragstack.reranking import CrossEncoder
 from ragstack.resources import Resources
 from ragstack.service import ServiceSpec
+from ragstack.stores.databases import DatabaseRegistry
 from ragstack.stores.graph import GraphStore
 from ragstack.stores.layout import check_layout
 from ragstack.stores.lexical import LexicalStore
 from ragstack.stores.vectors import VectorStore
+from services.retrieve.databases import Databases
 from services.retrieve.graph_search import GraphSearch
 from services.retrieve.searcher import Searcher
 from services.retrieve.servicer import RetrieveServicer, register
@@ -51,7 +53,15 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         ),
         graph_weight=cfg.retrieve.graph_weight,
     )
-    return ServiceSpec(name="retrieve", register=register(RetrieveServicer(searcher, cfg.library)))
+    registry = DatabaseRegistry(cfg.data_dir / "databases.sqlite", cfg.sql.databases)
+    databases = Databases(registry, cfg.sql, embedder)
+
+    async def close() -> None:
+        registry.close()
+
+    return ServiceSpec(
+        name="retrieve", register=register(RetrieveServicer(searcher, databases, cfg.library)), aclose=close
+    )
 
 
 def _reranker(res: Resources) -> CrossEncoder | None:

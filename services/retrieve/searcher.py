@@ -120,6 +120,10 @@ class Searcher:
             raise InvalidArgument(f"top_k {k} is out of range 1..{self._max_top_k} (retrieve.max_top_k)")
         cap = q.max_per_document or self._max_per_document
         mode = SearchMode.HYBRID if q.mode == SearchMode.AUTO else q.mode
+        if mode == SearchMode.SQL:
+            raise InvalidArgument(
+                "SQL mode is not a search: the Sql RPC runs queries, the agent routes to it"
+            )
         # Over-fetch so that the per-document cap still leaves k hits.
         n = max(self._candidates, k * 3 if cap else k, k * self._rerank_factor if self._reranker else 0)
         communities: tuple[CommunityHit, ...] = ()

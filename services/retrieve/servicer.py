@@ -10,12 +10,14 @@ import grpc
 from ragstack import convert
 from ragstack.domain import SearchFilter, library_name
 from ragstack.v1 import retrieve_pb2, retrieve_pb2_grpc
+from services.retrieve.databases import Databases
 from services.retrieve.searcher import Query, Searcher
 
 
 class RetrieveServicer(retrieve_pb2_grpc.RetrieveServiceServicer):
-    def __init__(self, searcher: Searcher, default_library: str) -> None:
+    def __init__(self, searcher: Searcher, databases: Databases, default_library: str) -> None:
         self._searcher = searcher
+        self._databases = databases
         self._default_library = default_library
 
     async def Search(
@@ -49,6 +51,25 @@ class RetrieveServicer(retrieve_pb2_grpc.RetrieveServiceServicer):
     ) -> retrieve_pb2.ScoreResponse:
         scores, scorer = await self._searcher.score(request.query, list(request.texts))
         return retrieve_pb2.ScoreResponse(scores=scores, scorer=scorer)
+
+    async def ListDatabases(
+        self, request: retrieve_pb2.ListDatabasesRequest, context: grpc.aio.ServicerContext
+    ) -> retrieve_pb2.ListDatabasesResponse:
+        found = await self._databases.list(
+            library_name(request.library, self._default_library), request.question
+        )
+        return retrieve_pb2.ListDatabasesResponse(databases=[convert.database_to_pb(x) for x in found])
+
+    async def Sql(
+        self, request: retrieve_pb2.SqlRequest, context: grpc.aio.ServicerContext
+    ) -> retrieve_pb2.SqlResponse:
+        result = await self._databases.sql(
+            library_name(request.library, self._default_library),
+            request.database,
+            request.sql,
+            request.max_rows,
+        )
+        return convert.sql_result_to_pb(result)
 
 
 def register(servicer: RetrieveServicer) -> Callable[[grpc.aio.Server], None]:

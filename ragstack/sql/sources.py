@@ -1,0 +1,395 @@
+"""Attached databases: SQLite, PostgreSQL and DuckDB, each reached only through a read-only
+connection with a statement timeout, their schema introspected for the agent, every query fenced.
+
+A URL names the database: `sqlite:///abs/path.db` (or a bare path to a .db/.sqlite file),
+`postgresql://role@host:port/db`, `duckdb:///abs/path.duckdb`. `${NAME}` in a URL is read from the
+environment when the database is opened, so a password can stay out of files and listings."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import os
+import re
+import sqlite3
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from ragstack.domain import Column, Table
+from ragstack.errors import InvalidArgument, RagstackError, Unavailable
+from ragstack.sql.fence import fence
+
+_SAMPLES = 5  # sample values per column shown to the agent
+_MAX_DISTINCT = 50  # a text column with at most this many values is categorical: all of them kept
+_CELL_CHARS = 500  # a longer value is cut in the rows returned
+
+
+class SqlFailed(RagstackError):
+    """The database refused or aborted the query (an error, or the statement timeout)."""
+
+    code = "FAILED_PRECONDITION"
+
+
+@dataclass(frozen=True)
+class Rows:
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+    truncated: bool  # more rows matched than the cap; `rows` holds the first `max_rows`
+    sql: str  # the statement that ran
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for listings and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _expand(url: str) -> str:
+    def var(m: re.Match[str]) -> str:
+        if m.group(1) not in os.environ:
+            raise InvalidArgument(f"the database URL needs ${{{m.group(1)}}}, which is not set")
+        return quote(os.environ[m.group(1)], safe="")
+
+    return re.sub(r"\$\{(\w+)\}", var, url)
+
+
+def open_source(url: str) -> Source:
+    """The database a URL names. Raises InvalidArgument for an unknown scheme or a missing file."""
+    url = url.strip()
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme in ("postgresql", "postgres"):
+        return PostgresSource(url)
+    if scheme == "duckdb":
+        return DuckDBSource(_path(url))
+    if scheme == "sqlite" or (not scheme and Path(url).suffix.lower() in (".db", ".sqlite", ".sqlite3")):
+        return SqliteSource(_path(url))
+    raise InvalidArgument(
+        f"unsupported database URL {redact(url)!r}: use sqlite:///path, postgresql://... or duckdb:///path"
+    )
+
+
+def _path(url: str) -> Path:
+    path = Path(url.split("://", 1)[1] if "://" in url else url).expanduser()
+    if not path.is_file():
+        raise InvalidArgument(f"no database file at {path}")
+    return path.resolve()
+
+
+class Source(ABC):
+    """One attached database. Every method opens its own short-lived read-only connection."""
+
+    dialect: str
+
+    def query(self, sql: str, max_rows: int, timeout_s: float, tables: Sequence[Table] | None = None) -> Rows:
+        """Fence the statement (SqlRefused: never run), then run it read-only with the caps.
+        `tables`: the schema when the caller has it (else it is read)."""
+        names: set[str] = set()
+        for t in self.schema() if tables is None else tables:
+            names.add(t.name)
+            names.update(self._aliases(t.name))
+        fenced = fence(sql, self.dialect, names, max_rows)
+        rows = self._execute(fenced.sql, fenced.limit, timeout_s)
+        got = len(rows.rows)
+        return Rows(rows.columns, rows.rows[:max_rows], fenced.capped and got > max_rows, fenced.sql)
+
+    def run(self, sql: str, max_rows: int, timeout_s: float) -> Rows:
+        """The read-only connection without the parser fence: for tests of the connection itself."""
+        return self._execute(sql, max_rows, timeout_s)
+
+    def _aliases(self, table: str) -> tuple[str, ...]:
+        return ()
+
+    @abstractmethod
+    def schema(self) -> list[Table]: ...
+
+    @abstractmethod
+    def _execute(self, sql: str, limit: int, timeout_s: float) -> Rows: ...
+
+    def close(self) -> None:  # noqa: B027 (nothing stays open between calls)
+        """Nothing to release: every call opens and closes its own connection."""
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, decimal.Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dt.date | dt.time | dt.datetime):
+        return value.isoformat()
+    if isinstance(value, bytes | bytearray | memoryview):
+        return f"<{len(value)} bytes>"
+    if isinstance(value, str) and len(value) > _CELL_CHARS:
+        return value[:_CELL_CHARS] + "…"
+    if value is None or isinstance(value, int | float | str | bool):
+        return value
+    return str(value)[:_CELL_CHARS]
+
+
+def _rows(columns: Sequence[str], fetched: Sequence[Sequence[Any]], sql: str) -> Rows:
+    return Rows(tuple(columns), tuple(tuple(_cell(v) for v in r) for r in fetched), False, sql)
+
+
+def _samples(values: Sequence[Any]) -> tuple[str, ...]:
+    """Every value of a categorical column, else the first few."""
+    out = [str(_cell(v)) for v in values if v is not None]
+    return tuple(out if len(out) <= _MAX_DISTINCT else out[:_SAMPLES])
+
+
+# --- SQLite ---------------------------------------------------------------------------------------
+
+# The authorizer is the last line: even a statement the fence let through can only read.
+_SQLITE_ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, 33}  # 33: RECURSIVE
+_SQLITE_DENIED_FUNCS = {"load_extension", "readfile", "writefile", "edit", "fts3_tokenizer", "zeroblob"}
+
+
+def _sqlite_authorize(action: int, arg1: str | None, arg2: str | None, db: str | None, _: str | None) -> int:
+    if action not in _SQLITE_ALLOWED:
+        return sqlite3.SQLITE_DENY
+    if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in _SQLITE_DENIED_FUNCS:
+        return sqlite3.SQLITE_DENY
+    if action == sqlite3.SQLITE_READ and db not in (None, "main", "temp"):
+        return sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK
+
+
+class SqliteSource(Source):
+    dialect = "sqlite"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        conn = sqlite3.connect(f"file:{quote(str(self.path))}?mode=ro", uri=True, check_same_thread=False)
+        try:
+            conn.execute("PRAGMA query_only = ON")
+            yield conn
+        except sqlite3.Error as err:
+            raise SqlFailed(f"SQLite: {err}") from None
+        finally:
+            conn.close()
+
+    def _aliases(self, table: str) -> tuple[str, ...]:
+        return (f"main.{table}",)
+
+    def schema(self) -> list[Table]:
+        with self._connect() as conn:
+            names = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') "
+                    "AND name NOT LIKE 'sqlite_%' ORDER BY name"
+                )
+            ]
+            tables = []
+            for name in names:
+                q = _quote_ident(name)
+                cols = []
+                for _, col, typ, *_ in conn.execute(f"PRAGMA table_info({q})"):
+                    values = [
+                        r[0] for r in conn.execute(f"SELECT DISTINCT {_quote_ident(col)} FROM {q} LIMIT 51")
+                    ]
+                    cols.append(Column(col, typ or "", _samples(values)))
+                keys = tuple((r[3], r[2], r[4] or "") for r in conn.execute(f"PRAGMA foreign_key_list({q})"))
+                count = conn.execute(f"SELECT count(*) FROM {q}").fetchone()[0]
+                tables.append(Table(name, tuple(cols), keys, count))
+        return tables
+
+    def _execute(self, sql: str, limit: int, timeout_s: float) -> Rows:
+        with self._connect() as conn:
+            conn.set_authorizer(_sqlite_authorize)
+            deadline = time.monotonic() + timeout_s
+            conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
+            try:
+                cur = conn.execute(sql)
+                fetched = cur.fetchmany(limit)
+            except sqlite3.OperationalError as err:
+                if time.monotonic() > deadline:
+                    raise SqlFailed(f"the query ran over its {timeout_s:g} s limit") from None
+                raise SqlFailed(f"SQLite: {err}") from None
+            return _rows([c[0] for c in cur.description or ()], fetched, sql)
+
+
+def _quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+# --- PostgreSQL -----------------------------------------------------------------------------------
+
+_PG_COLUMNS = """
+SELECT c.table_schema, c.table_name, c.column_name, c.data_type
+FROM information_schema.columns c
+JOIN information_schema.tables t ON t.table_schema = c.table_schema AND t.table_name = c.table_name
+WHERE c.table_schema NOT IN ('pg_catalog', 'information_schema') AND c.table_schema NOT LIKE 'pg_%'
+ORDER BY c.table_schema, c.table_name, c.ordinal_position
+"""
+_PG_KEYS = """
+SELECT c.conrelid::regclass::text, a.attname, c.confrelid::regclass::text, af.attname
+FROM pg_constraint c
+JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
+JOIN pg_attribute af ON af.attrelid = c.confrelid AND af.attnum = c.confkey[1]
+WHERE c.contype = 'f'
+"""
+
+
+class PostgresSource(Source):
+    """Each call: a new connection whose transactions are all READ ONLY, with statement_timeout.
+    Attach with a role that can only SELECT (the docs say how); this is the second fence."""
+
+    dialect = "postgres"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    @contextmanager
+    def _connect(self, timeout_s: float) -> Iterator[Any]:
+        import psycopg  # deferred: only deployments with PostgreSQL sources pay for the import
+
+        try:
+            conn = psycopg.connect(
+                _expand(self.url),
+                connect_timeout=max(1, int(timeout_s)),
+                options=f"-c default_transaction_read_only=on -c statement_timeout={int(timeout_s * 1000)}",
+            )
+        except psycopg.Error as err:
+            raise Unavailable(f"cannot connect to {redact(self.url)}: {str(err).strip()[:200]}") from None
+        try:
+            conn.read_only = True
+            yield conn
+        except psycopg.errors.QueryCanceled:
+            raise SqlFailed(f"the query ran over its {timeout_s:g} s limit") from None
+        except psycopg.Error as err:
+            raise SqlFailed(f"PostgreSQL: {str(err).strip()[:300]}") from None
+        finally:
+            conn.rollback()
+            conn.close()
+
+    def _aliases(self, table: str) -> tuple[str, ...]:
+        return (f"public.{table}",) if "." not in table else ()
+
+    def schema(self) -> list[Table]:
+        from psycopg import sql as pgsql
+
+        with self._connect(10.0) as conn:
+            columns: dict[str, list[tuple[str, str, str]]] = {}
+            for schema, table, col, typ in conn.execute(_PG_COLUMNS):
+                name = table if schema == "public" else f"{schema}.{table}"
+                columns.setdefault(name, []).append((schema, col, typ))
+            keys: dict[str, list[tuple[str, str, str]]] = {}
+            for rel, col, ref, ref_col in conn.execute(_PG_KEYS):
+                keys.setdefault(rel, []).append((col, ref, ref_col))
+            tables = []
+            for name, cols in columns.items():
+                schema = cols[0][0]
+                ident = pgsql.Identifier(schema, name.split(".")[-1])
+                out = []
+                for _, col, typ in cols:
+                    q = pgsql.SQL("SELECT DISTINCT {} FROM {} LIMIT 51").format(pgsql.Identifier(col), ident)
+                    out.append(Column(col, typ, _samples([r[0] for r in conn.execute(q)])))
+                count = conn.execute(pgsql.SQL("SELECT count(*) FROM {}").format(ident)).fetchone()
+                tables.append(Table(name, tuple(out), tuple(keys.get(name, ())), count[0] if count else -1))
+        return tables
+
+    def _execute(self, sql: str, limit: int, timeout_s: float) -> Rows:
+        with self._connect(timeout_s) as conn, conn.cursor() as cur:
+            cur.execute(sql, prepare=True)  # a prepared statement cannot hold a second command
+            fetched = cur.fetchmany(limit) if cur.description else []
+            return _rows([c.name for c in cur.description or ()], fetched, sql)
+
+
+# --- DuckDB ---------------------------------------------------------------------------------------
+
+
+class DuckDBSource(Source):
+    dialect = "duckdb"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @contextmanager
+    def _connect(self) -> Iterator[Any]:
+        import duckdb
+
+        try:
+            conn = duckdb.connect(
+                str(self.path),
+                read_only=True,
+                config={
+                    "enable_external_access": False,  # no files, URLs or other databases
+                    "autoinstall_known_extensions": False,
+                    "autoload_known_extensions": False,
+                    "lock_configuration": True,  # and no SET to undo the above
+                },
+            )
+        except duckdb.Error as err:
+            raise Unavailable(f"cannot open DuckDB {self.path}: {err}") from None
+        try:
+            yield conn
+        except duckdb.InterruptException:
+            raise SqlFailed("the query ran over its time limit") from None
+        except duckdb.Error as err:
+            raise SqlFailed(f"DuckDB: {str(err)[:300]}") from None
+        finally:
+            conn.close()
+
+    def _aliases(self, table: str) -> tuple[str, ...]:
+        return (f"main.{table}",) if "." not in table else ()
+
+    def schema(self) -> list[Table]:
+        with self._connect() as conn:
+            cols: dict[str, list[tuple[str, str]]] = {}
+            for table, col, typ in conn.execute(
+                "SELECT table_name, column_name, data_type FROM information_schema.columns "
+                "WHERE table_schema = 'main' ORDER BY table_name, ordinal_position"
+            ).fetchall():
+                cols.setdefault(table, []).append((col, typ))
+            keys: dict[str, list[tuple[str, str, str]]] = {}
+            for table, con_cols, ref_table, ref_cols in conn.execute(
+                "SELECT table_name, constraint_column_names, referenced_table, referenced_column_names "
+                "FROM duckdb_constraints() WHERE constraint_type = 'FOREIGN KEY'"
+            ).fetchall():
+                keys.setdefault(table, []).append((con_cols[0], ref_table, ref_cols[0]))
+            tables = []
+            for table, columns in cols.items():
+                q = _quote_ident(table)
+                out = [
+                    Column(
+                        c,
+                        t,
+                        _samples(
+                            [
+                                r[0]
+                                for r in conn.execute(
+                                    f"SELECT DISTINCT {_quote_ident(c)} FROM {q} LIMIT 51"
+                                ).fetchall()
+                            ]
+                        ),
+                    )
+                    for c, t in columns
+                ]
+                count = conn.execute(f"SELECT count(*) FROM {q}").fetchone()
+                tables.append(Table(table, tuple(out), tuple(keys.get(table, ())), count[0] if count else -1))
+        return tables
+
+    def _execute(self, sql: str, limit: int, timeout_s: float) -> Rows:
+        with self._connect() as conn:
+            timer = threading.Timer(timeout_s, conn.interrupt)
+            timer.start()
+            try:
+                cur = conn.execute(sql)
+                fetched = cur.fetchmany(limit) if cur.description else []
+            except Exception:
+                if not timer.is_alive():
+                    raise SqlFailed(f"the query ran over its {timeout_s:g} s limit") from None
+                raise
+            finally:
+                timer.cancel()
+            return _rows([c[0] for c in cur.description or ()], fetched, sql)
