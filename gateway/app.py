@@ -18,7 +18,7 @@ from gateway.limits import BodyLimit
 from ragstack import convert
 from ragstack.domain import SearchMode
 from ragstack.errors import RagstackError, RpcError
-from ragstack.rpc.clients import AgentClient, IngestClient
+from ragstack.rpc.clients import AgentClient, IngestClient, RetrieveClient
 
 tracer = trace.get_tracer("ragstack.gateway")
 
@@ -42,6 +42,7 @@ HTTP_STATUS = {
 class Upstreams:
     agent: AgentClient
     ingest: IngestClient
+    retrieve: RetrieveClient
     readiness: Callable[[], Awaitable[dict[str, str]]]
 
 
@@ -50,8 +51,8 @@ class QueryRequest(BaseModel):
 
     question: str = Field(..., min_length=1, max_length=4000, description="The question.")
     library: str = Field("", max_length=64, description="Library to answer from; empty means the default.")
-    mode: Literal["auto", "lexical", "dense", "hybrid", "graph", "graph-global"] = Field(
-        "auto", description="Retrieval strategy (graph: graph local search)."
+    mode: Literal["auto", "lexical", "dense", "hybrid", "graph", "graph-global", "sql"] = Field(
+        "auto", description="Retrieval strategy (graph: graph local search; sql: the attached databases)."
     )
     top_k: int = Field(0, ge=0, le=100, description="Chunks to retrieve; 0 means the configured default.")
     session_id: str = Field(
@@ -61,6 +62,33 @@ class QueryRequest(BaseModel):
         description="A conversation to continue: follow-ups are rewritten from its recent turns.",
     )
     stream: bool = Field(True, description="Server-Sent Events (true) or one JSON response (false).")
+
+
+class AttachRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(
+        ..., pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="The database's name in the library."
+    )
+    url: str = Field(
+        ...,
+        min_length=1,
+        max_length=2000,
+        description="sqlite:///abs/path.db, postgresql://role@host:port/db or duckdb:///abs/path.duckdb, "
+        "as the services see it; ${NAME} is read from their environment. Use a role that can only SELECT.",
+    )
+    library: str = Field("", max_length=64, description="The library; empty means the default.")
+
+
+class SqlRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    sql: str = Field(
+        ..., min_length=1, max_length=20_000, description="One SELECT in the database's dialect."
+    )
+    database: str = Field("", max_length=64, description="The database; empty when the library has one.")
+    library: str = Field("", max_length=64, description="The library; empty means the default.")
+    max_rows: int = Field(0, ge=0, le=10_000, description="Row cap; 0 means sql.max_rows.")
 
 
 def _event_json(response: Any) -> tuple[str, dict[str, Any]]:
@@ -103,7 +131,10 @@ def create_app(upstreams: Upstreams, max_upload_mb: float = 100.0, max_request_k
         setting="gateway.max_upload_mb",
     )
     app.add_middleware(
-        BodyLimit, max_bytes=max_request_kb * 1024, paths=("/v1/query",), setting="gateway.max_request_kb"
+        BodyLimit,
+        max_bytes=max_request_kb * 1024,
+        paths=("/v1/query", "/v1/databases", "/v1/sql"),
+        setting="gateway.max_request_kb",
     )
 
     @app.exception_handler(RagstackError)
@@ -171,12 +202,35 @@ def create_app(upstreams: Upstreams, max_upload_mb: float = 100.0, max_request_k
         removed = await upstreams.ingest.delete_document(document_id, library)
         return {"document_id": document_id, "chunks_removed": removed}
 
+    @app.get("/v1/databases", tags=["databases"])
+    async def list_databases(library: str = "", question: str = "") -> dict[str, Any]:
+        """The databases attached to a library, with their schema; with `question`, tables ranked."""
+        found = await upstreams.retrieve.databases(library, question)
+        return {"databases": [_pb_json(convert.database_to_pb(db)) for db in found]}
+
+    @app.post("/v1/databases", tags=["databases"], status_code=201)
+    async def attach_database(body: AttachRequest) -> dict[str, Any]:
+        """Attaches a database (opened read-only, its schema read first)."""
+        db = await upstreams.ingest.attach_database(body.name, body.url, body.library)
+        return _pb_json(convert.database_to_pb(db))
+
+    @app.delete("/v1/databases/{name}", tags=["databases"])
+    async def detach_database(name: str, library: str = "") -> dict[str, Any]:
+        await upstreams.ingest.detach_database(name, library)
+        return {"name": name, "detached": True}
+
+    @app.post("/v1/sql", tags=["databases"])
+    async def run_sql(body: SqlRequest) -> dict[str, Any]:
+        """Runs one read-only SELECT through the fence; a refused statement is a 400 with the reason."""
+        result = await upstreams.retrieve.sql(body.library, body.database, body.sql, body.max_rows)
+        return _pb_json(convert.sql_result_to_pb(result))
+
     return app
 
 
+def _pb_json(message: Any) -> dict[str, Any]:
+    return MessageToDict(message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
+
+
 def _doc(doc: Any) -> dict[str, Any]:
-    return MessageToDict(
-        convert.document_to_pb(doc),
-        preserving_proto_field_name=True,
-        always_print_fields_with_no_presence=True,
-    )
+    return _pb_json(convert.document_to_pb(doc))

@@ -9,7 +9,14 @@ from fastapi import FastAPI
 
 from gateway.app import Upstreams, create_app
 from ragstack.config import Config
-from ragstack.rpc.clients import GRPC_SERVICES, AgentClient, IngestClient, check_health, open_channel
+from ragstack.rpc.clients import (
+    GRPC_SERVICES,
+    AgentClient,
+    IngestClient,
+    RetrieveClient,
+    check_health,
+    open_channel,
+)
 
 
 def build(cfg: Config, peers: Mapping[str, str]) -> tuple[FastAPI, Callable[[], Awaitable[None]]]:
@@ -26,6 +33,7 @@ def build(cfg: Config, peers: Mapping[str, str]) -> tuple[FastAPI, Callable[[], 
     upstreams = Upstreams(
         agent=AgentClient(channels["agent"], cfg.deadlines.agent_s),
         ingest=IngestClient(channels["ingest"], cfg.deadlines.ingest_s),
+        retrieve=RetrieveClient(channels["retrieve"], cfg.deadlines.retrieve_s),
         readiness=readiness,
     )
 

@@ -109,3 +109,32 @@ async def test_upload_ingest_streams_progress_and_limits(stack) -> None:
         assert "gateway.max_upload_mb" in refused.json()["error"]["message"]
         long_query = await client.post("/v1/query", json={"question": "q" * 3000, "padding": "x" * 70_000})
         assert long_query.status_code == 413 and "max_request_kb" in long_query.json()["error"]["message"]
+
+
+async def test_databases_over_http(stack, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tests.tools import shop
+
+    shop.build_sqlite(tmp_path / "shop.db")
+    async with httpx.AsyncClient(base_url=stack.gateway_url, timeout=60) as client:
+        attach = {"name": "shop", "url": f"sqlite:///{tmp_path / 'shop.db'}", "library": "http-sql"}
+        created = await client.post("/v1/databases", json=attach)
+        assert created.status_code == 201 and created.json()["dialect"] == "sqlite"
+        listed = (await client.get("/v1/databases", params={"library": "http-sql"})).json()["databases"]
+        assert [db["name"] for db in listed] == ["shop"]
+
+        ok = await client.post(
+            "/v1/sql", json={"sql": "SELECT count(*) AS n FROM orders", "library": "http-sql"}
+        )
+        assert ok.status_code == 200 and ok.json()["rows"] == [[len(shop.ORDERS)]]
+        refused = await client.post("/v1/sql", json={"sql": "DROP TABLE orders", "library": "http-sql"})
+        assert refused.status_code == 400 and "only SELECT" in refused.json()["error"]["message"]
+
+        body = {"question": "How many orders shipped late in March?", "library": "http-sql", "stream": False}
+        done = (await client.post("/v1/query", json=body)).json()
+        assert f"is {shop.LATE_IN_MARCH} [1]" in done["answer"]
+        assert done["citations"][0]["sql"]["database"] == "shop"
+
+        gone = await client.delete("/v1/databases/shop", params={"library": "http-sql"})
+        assert gone.status_code == 200
+        again = await client.delete("/v1/databases/shop", params={"library": "http-sql"})
+        assert again.status_code == 404 and again.json()["error"]["code"] == "NOT_FOUND"
