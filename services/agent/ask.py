@@ -139,7 +139,7 @@ class Agent:
                 session_id, question, record["standalone_question"], done.answer, done.abstained, at
             )
         if not done.abstained and self._gen.recall_memory:
-            documents = list(dict.fromkeys(c.chunk.document_id for c in done.citations))
+            documents = list(dict.fromkeys(c.chunk.document_id for c in done.citations if c.sql is None))
             self._sessions.remember(library, record["standalone_question"], done.answer, documents, at)
 
     async def _answer(
