@@ -25,6 +25,7 @@ $(MODEL):
 	scripts/export_models.sh
 
 install: $(STAMP) $(MODEL)  ## create .venv, install RAGStack and its tools, export the ONNX embedder
+	@scripts/install_postgres.sh  # Debian's postgresql for the database tests, when missing (never fails)
 
 models: $(MODEL)  ## export the bundled all-MiniLM-L6-v2 to ONNX (once, offline)
 

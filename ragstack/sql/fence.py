@@ -16,6 +16,7 @@ from sqlglot.errors import SqlglotError
 from ragstack.errors import InvalidArgument
 
 DIALECTS = ("sqlite", "postgres", "duckdb")
+MAX_SQL_CHARS = 20_000  # parsing time grows with the text: a statement an analyst writes is far shorter
 
 
 class SqlRefused(InvalidArgument):
@@ -58,10 +59,14 @@ _FORBIDDEN_NODES: tuple[type[exp.Expression], ...] = (
     exp.Parameter,
 )
 
+# A recursive CTE that builds strings doubles them each round: memory, not rows, runs out first.
+_GROWING = (exp.DPipe, exp.Concat, exp.ConcatWs, exp.Replace, exp.GroupConcat)
+
 # Functions sqlglot knows by type are computations (aggregates, strings, dates, math), except these:
 # they read files or URLs, advance sequences, or tell who and where the database is.
 _FORBIDDEN_FUNCS = re.compile(
-    r"^(?:Read\w*|ToFile|NextValueFor|Seq\d|Uuid|Repeat|Space|SessionUser|"
+    r"^(?:Read\w*|ToFile|NextValueFor|Seq\d|Uuid|Repeat|Space|Pad|Format\w*|SessionUser|ArrayAgg|"
+    r"Generate\w*|ExplodingGenerateSeries|"
     r"Current(?!Date$|Time$|Timestamp$|Datetime$|TimestampLTZ$)\w*)$"
 )
 
@@ -70,9 +75,9 @@ _FORBIDDEN_FUNCS = re.compile(
 # list of what analytics needs is shorter and safer than a list of what could hurt.
 _ALLOWED_UNTYPED = frozenset(
     """
-    julianday printf format instr total ifnull iif nullif strftime date datetime time unixepoch
+    julianday instr total ifnull iif nullif strftime date datetime time unixepoch
     substr replace ltrim rtrim char_length character_length octet_length initcap split_part left right
-    reverse position strpos lpad rpad concat_ws to_char to_date to_number to_timestamp age date_part
+    reverse position strpos concat_ws to_char to_date to_number to_timestamp age date_part
     date_trunc make_date make_timestamp justify_days extract epoch dayname monthname dayofweek dayofyear
     weekofyear quarter strptime trunc floor ceil ceiling sign sqrt power pow ln log log10 log2 exp mod
     greatest least pi degrees radians sin cos tan asin acos atan atan2 round abs random width_bucket
@@ -102,23 +107,44 @@ def fence(sql: str, dialect: str, tables: Collection[str], max_rows: int) -> Fen
         raise SqlRefused(f"unknown dialect {dialect!r}")
     if not sql.strip():
         raise SqlRefused("the statement is empty")
+    if len(sql) > MAX_SQL_CHARS:
+        raise SqlRefused(f"the statement is {len(sql):,} characters, over the limit of {MAX_SQL_CHARS:,}")
     try:
         statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
     except SqlglotError as err:
         raise SqlRefused(f"it does not parse as {dialect} SQL ({str(err).splitlines()[0][:160]})") from None
+    except RecursionError:
+        raise SqlRefused("the statement is nested too deeply") from None
     statements = [s for s in statements if not isinstance(s, exp.Semicolon)]
     if len(statements) != 1:
         raise SqlRefused(f"exactly one statement is allowed, found {len(statements)}")
     tree = statements[0]
     if not isinstance(tree, exp.Select | exp.SetOperation):
         raise SqlRefused(f"only SELECT is allowed, not {tree.key.upper()}")
-    for node in tree.walk():
-        _check_node(node)  # type: ignore[arg-type]  # walk() yields Expressions
-    _check_tables(tree, {t.lower() for t in tables})
-    return _cap(tree, dialect, max_rows)
+    try:
+        for node in tree.walk():
+            _check_node(node)  # type: ignore[arg-type]  # walk() yields Expressions
+        _check_tables(tree, {t.lower() for t in tables})
+        return _cap(tree, dialect, max_rows)
+    except RecursionError:
+        raise SqlRefused("the statement is nested too deeply") from None
+
+
+_MAX_GROWING_DEPTH = 4  # replace(replace(replace(phone, ...)))) is an idiom; eight deep is a bomb
 
 
 def _check_node(node: exp.Expression) -> None:
+    if isinstance(node, _GROWING):
+        depth, up = 1, node.parent
+        while up is not None:
+            depth += isinstance(up, _GROWING)
+            up = up.parent
+        if depth > _MAX_GROWING_DEPTH:
+            raise SqlRefused(f"string functions nested over {_MAX_GROWING_DEPTH} deep")
+    if isinstance(node, exp.With) and node.args.get("recursive"):
+        for cte in node.expressions:
+            if cte.find(*_GROWING) is not None:
+                raise SqlRefused("a recursive CTE may not build strings (concatenation, replace, string_agg)")
     if isinstance(node, _FORBIDDEN_NODES):
         what = "SELECT INTO" if isinstance(node, exp.Into) else node.key.upper()
         if isinstance(node, exp.Lock):
@@ -134,8 +160,32 @@ def _check_node(node: exp.Expression) -> None:
         raise SqlRefused(f"function {node.sql_name().lower()}() is not allowed")
 
 
+def _cte_in_scope(table: exp.Table) -> bool:
+    """Whether a WITH visible from where `table` stands defines its name. A CTE is visible to the
+    query that owns its WITH and everything inside it; to a CTE body of the same WITH only when
+    defined before it (or it is itself, in a RECURSIVE one). Anything else names a real table,
+    whatever a CTE elsewhere in the statement is called (`pg_settings` in a subquery)."""
+    name = table.name.lower()
+    node: exp.Expr = table
+    while node.parent is not None:
+        parent = node.parent
+        if isinstance(parent, exp.With):
+            ctes = parent.expressions
+            at = next(i for i, c in enumerate(ctes) if c is node)
+            visible = ctes[: at + 1] if parent.args.get("recursive") else ctes[:at]
+            if any(str(c.alias_or_name).lower() == name for c in visible):
+                return True
+            node = parent.parent or parent  # past the owning query: its own WITH was just looked at
+            continue
+        owned = parent.args.get("with_") if isinstance(parent, exp.Query) else None
+        if owned is not None and node is not owned:
+            if any(str(c.alias_or_name).lower() == name for c in owned.expressions):
+                return True
+        node = parent
+    return False
+
+
 def _check_tables(tree: exp.Expression, allowed: set[str]) -> None:
-    ctes = {str(c.alias_or_name).lower() for c in tree.find_all(exp.CTE)}
     for table in tree.find_all(exp.Table):
         if not isinstance(table.this, exp.Identifier):  # a table function: read_csv(...), generate_series
             raise SqlRefused(f"table function {table.this.sql()[:60]} is not allowed")
@@ -144,7 +194,7 @@ def _check_tables(tree: exp.Expression, allowed: set[str]) -> None:
         if table.catalog or table.db:
             if qualified not in allowed:
                 raise SqlRefused(f"table {qualified} is not one of the attached tables")
-        elif name not in allowed and name not in ctes:
+        elif name not in allowed and not _cte_in_scope(table):
             raise SqlRefused(f"table {name} is not one of the attached tables")
 
 

@@ -23,12 +23,13 @@ from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from ragstack.domain import Column, Table
-from ragstack.errors import InvalidArgument, RagstackError, Unavailable
+from ragstack.errors import InvalidArgument, PermissionDenied, RagstackError, Unavailable
 from ragstack.sql.fence import fence
 
 _SAMPLES = 5  # sample values per column shown to the agent
 _MAX_DISTINCT = 50  # a text column with at most this many values is categorical: all of them kept
 _CELL_CHARS = 500  # a longer value is cut in the rows returned
+_MAX_VALUE_BYTES = 1_000_000  # SQLite: no value (intermediate ones too) may grow larger
 
 
 class SqlFailed(RagstackError):
@@ -98,7 +99,7 @@ class Source(ABC):
             names.add(t.name)
             names.update(self._aliases(t.name))
         fenced = fence(sql, self.dialect, names, max_rows)
-        rows = self._execute(fenced.sql, fenced.limit, timeout_s)
+        rows = self._execute(fenced.sql, fenced.limit, timeout_s, bounded=True)
         got = len(rows.rows)
         return Rows(rows.columns, rows.rows[:max_rows], fenced.capped and got > max_rows, fenced.sql)
 
@@ -113,7 +114,9 @@ class Source(ABC):
     def schema(self) -> list[Table]: ...
 
     @abstractmethod
-    def _execute(self, sql: str, limit: int, timeout_s: float) -> Rows: ...
+    def _execute(self, sql: str, limit: int, timeout_s: float, bounded: bool = False) -> Rows:
+        """Run `sql` read-only. `bounded` (a fenced SELECT): no value of the result reaches this
+        process longer than `_CELL_CHARS`, however large the database made it."""
 
     def close(self) -> None:  # noqa: B027 (nothing stays open between calls)
         """Nothing to release: every call opens and closes its own connection."""
@@ -203,8 +206,11 @@ class SqliteSource(Source):
                 tables.append(Table(name, tuple(cols), keys, count))
         return tables
 
-    def _execute(self, sql: str, limit: int, timeout_s: float) -> Rows:
+    def _execute(self, sql: str, limit: int, timeout_s: float, bounded: bool = False) -> Rows:
         with self._connect() as conn:
+            # No string or blob over 1 MB, intermediate ones included: the progress handler cannot
+            # interrupt one huge string operation, and the result must not flood the service.
+            conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _MAX_VALUE_BYTES)
             conn.set_authorizer(_sqlite_authorize)
             deadline = time.monotonic() + timeout_s
             conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
@@ -240,6 +246,17 @@ WHERE c.contype = 'f'
 """
 
 
+# bool, int8, int2, int4, float4, float8, numeric, date, time, timestamp, timestamptz: bounded in size.
+_PG_PLAIN_TYPES = {16, 20, 21, 23, 700, 701, 1700, 1082, 1083, 1114, 1184}
+_PG_ROLE = """
+SELECT r.rolsuper, r.rolcreaterole,
+       pg_has_role(current_user, 'pg_read_server_files', 'USAGE'),
+       pg_has_role(current_user, 'pg_write_server_files', 'USAGE'),
+       pg_has_role(current_user, 'pg_execute_server_program', 'USAGE')
+FROM pg_roles r WHERE r.rolname = current_user
+"""
+
+
 class PostgresSource(Source):
     """Each call: a new connection whose transactions are all READ ONLY, with statement_timeout.
     Attach with a role that can only SELECT (the docs say how); this is the second fence."""
@@ -263,6 +280,7 @@ class PostgresSource(Source):
             raise Unavailable(f"cannot connect to {redact(self.url)}: {str(err).strip()[:200]}") from None
         try:
             conn.read_only = True
+            _check_role(conn)
             yield conn
         except psycopg.errors.QueryCanceled:
             raise SqlFailed(f"the query ran over its {timeout_s:g} s limit") from None
@@ -298,14 +316,51 @@ class PostgresSource(Source):
                 tables.append(Table(name, tuple(out), tuple(keys.get(name, ())), count[0] if count else -1))
         return tables
 
-    def _execute(self, sql: str, limit: int, timeout_s: float) -> Rows:
+    def _execute(self, sql: str, limit: int, timeout_s: float, bounded: bool = False) -> Rows:
         with self._connect(timeout_s) as conn, conn.cursor() as cur:
-            cur.execute(sql, prepare=True)  # a prepared statement cannot hold a second command
-            fetched = cur.fetchmany(limit) if cur.description else []
-            return _rows([c.name for c in cur.description or ()], fetched, sql)
+            if not bounded:
+                cur.execute(sql, prepare=True)  # a prepared statement cannot hold a second command
+                fetched = cur.fetchmany(limit) if cur.description else []
+                return _rows([c.name for c in cur.description or ()], fetched, sql)
+            # The columns first (LIMIT 0 runs nothing), then every value that is not a number, date
+            # or boolean cut on the server, so a huge value never crosses the wire.
+            cur.execute(f"SELECT * FROM ({sql}) AS _q LIMIT 0", prepare=True)
+            described = [(c.name, c.type_code) for c in cur.description or ()]
+            aliases = [f"c{i}" for i in range(len(described))]
+            values = [
+                a if oid in _PG_PLAIN_TYPES else f"left({a}::text, {_CELL_CHARS + 1})"
+                for a, (_, oid) in zip(aliases, described, strict=True)
+            ]
+            cur.execute(f"SELECT {', '.join(values)} FROM ({sql}) AS _q({', '.join(aliases)})", prepare=True)
+            return _rows([n for n, _ in described], cur.fetchmany(limit), sql)
+
+
+def _check_role(conn: Any) -> None:
+    """A read-only transaction does not stop a superuser's COPY TO PROGRAM or server-file
+    functions: such a role is refused outright."""
+    row = conn.execute(_PG_ROLE).fetchone()
+    powers = [
+        "superuser",
+        "createrole",
+        "pg_read_server_files",
+        "pg_write_server_files",
+        "pg_execute_server_program",
+    ]
+    held = [p for p, has in zip(powers, row or (), strict=False) if has]
+    conn.rollback()
+    if held:
+        raise PermissionDenied(
+            f"refusing PostgreSQL role with {', '.join(held)}: attach with a role that can only SELECT "
+            "(README: Databases)"
+        )
 
 
 # --- DuckDB ---------------------------------------------------------------------------------------
+
+
+_DUCK_PLAIN = re.compile(
+    r"^(?:BOOLEAN|TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|U\w*INT|FLOAT|DOUBLE|DECIMAL\S*|DATE|TIME\w*)$"
+)
 
 
 class DuckDBSource(Source):
@@ -326,6 +381,7 @@ class DuckDBSource(Source):
                     "enable_external_access": False,  # no files, URLs or other databases
                     "autoinstall_known_extensions": False,
                     "autoload_known_extensions": False,
+                    "memory_limit": "256MB",  # it runs inside the service: bound what a query may hold
                     "lock_configuration": True,  # and no SET to undo the above
                 },
             )
@@ -379,17 +435,32 @@ class DuckDBSource(Source):
                 tables.append(Table(table, tuple(out), tuple(keys.get(table, ())), count[0] if count else -1))
         return tables
 
-    def _execute(self, sql: str, limit: int, timeout_s: float) -> Rows:
+    def _execute(self, sql: str, limit: int, timeout_s: float, bounded: bool = False) -> Rows:
         with self._connect() as conn:
             timer = threading.Timer(timeout_s, conn.interrupt)
             timer.start()
             try:
-                cur = conn.execute(sql)
+                names: list[str] = []
+                if bounded:  # as for PostgreSQL: long values are cut inside DuckDB
+                    described = conn.execute(f"SELECT * FROM ({sql}) AS _q LIMIT 0").description or []
+                    names = [c[0] for c in described]
+                    aliases = [f"c{i}" for i in range(len(names))]
+                    values = [
+                        a
+                        if _DUCK_PLAIN.match(str(c[1]))
+                        else f"left(CAST({a} AS VARCHAR), {_CELL_CHARS + 1})"
+                        for a, c in zip(aliases, described, strict=True)
+                    ]
+                    sql_run = f"SELECT {', '.join(values)} FROM ({sql}) AS _q({', '.join(aliases)})"
+                else:
+                    sql_run = sql
+                cur = conn.execute(sql_run)
                 fetched = cur.fetchmany(limit) if cur.description else []
+                names = names or [c[0] for c in cur.description or ()]
             except Exception:
                 if not timer.is_alive():
                     raise SqlFailed(f"the query ran over its {timeout_s:g} s limit") from None
                 raise
             finally:
                 timer.cancel()
-            return _rows([c[0] for c in cur.description or ()], fetched, sql)
+            return _rows(names, fetched, sql)
