@@ -3,24 +3,33 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from fastapi import FastAPI, Form, Request, UploadFile
-from fastapi.responses import JSONResponse
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from google.protobuf.json_format import MessageToDict
 from opentelemetry import trace
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette.sse import EventSourceResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.cors import CORSMiddleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
+from gateway.guards import ApiKeys, RateLimit, RequestContext, error_body
 from gateway.limits import BodyLimit
 from ragstack import convert
+from ragstack.config import GatewayConfig
 from ragstack.domain import SearchMode
 from ragstack.errors import RagstackError, RpcError
 from ragstack.rpc.clients import AgentClient, IngestClient, RetrieveClient
 
 tracer = trace.get_tracer("ragstack.gateway")
+log = logging.getLogger(__name__)
 
 HTTP_STATUS = {
     "INVALID_ARGUMENT": 400,
@@ -115,31 +124,67 @@ async def _sse(responses: AsyncIterator[Any]) -> AsyncIterator[dict[str, str]]:
 
 
 def _error(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+    return JSONResponse(error_body(code, message), status_code=status)
 
 
-def create_app(upstreams: Upstreams, max_upload_mb: float = 100.0, max_request_kb: int = 64) -> FastAPI:
+def create_app(upstreams: Upstreams, cfg: GatewayConfig | None = None) -> FastAPI:
+    cfg = cfg or GatewayConfig()
     app = FastAPI(
         title="RAGStack gateway",
         version="0.1.0",
-        description="Ask questions over your documents and get cited, verified answers.",
+        description="Ask questions over your documents and get cited, verified answers. With "
+        "`gateway.api_keys` set, every route but /health/* needs the key in the X-API-Key header.",
     )
+    # Starlette runs the middleware added last first: request context, hosts, CORS, key, rate, size.
     app.add_middleware(
         BodyLimit,
-        max_bytes=int(max_upload_mb * 1024 * 1024),
+        max_bytes=int(cfg.max_upload_mb * 1024 * 1024),
         paths=("/v1/ingest",),
         setting="gateway.max_upload_mb",
     )
     app.add_middleware(
         BodyLimit,
-        max_bytes=max_request_kb * 1024,
+        max_bytes=cfg.max_request_kb * 1024,
         paths=("/v1/query", "/v1/databases", "/v1/sql"),
         setting="gateway.max_request_kb",
     )
+    app.add_middleware(RateLimit, per_minute=cfg.rate_limit_per_minute)
+    app.add_middleware(ApiKeys, keys=cfg.api_keys)
+    if cfg.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=cfg.cors_origins,
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["content-type", "x-api-key", "authorization", "x-request-id"],
+            expose_headers=["x-request-id"],
+        )
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=cfg.trusted_hosts)
+    app.add_middleware(RequestContext)
 
     @app.exception_handler(RagstackError)
     async def domain_error(_: Request, exc: RagstackError) -> JSONResponse:
         return _error(HTTP_STATUS.get(exc.code, 500), exc.code, _message(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
+        return _error(422, "INVALID_ARGUMENT", problems or "invalid request")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "NOT_FOUND", 405: "UNIMPLEMENTED"}.get(exc.status_code, "INVALID_ARGUMENT")
+        return _error(exc.status_code, code, str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def internal_error(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error")  # the log has the trace; the caller never does
+        return _error(500, "INTERNAL", "internal error; the gateway log has the details")
+
+    @app.get("/metrics", tags=["observability"], response_class=PlainTextResponse)
+    async def metrics() -> Response:
+        """Prometheus metrics: HTTP requests and latencies per route; in one process with the
+        services (`ragstack serve`), gRPC calls and latencies per method too."""
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/health/live", tags=["health"])
     async def live() -> dict[str, str]:

@@ -21,7 +21,7 @@ from ragstack.rpc.clients import (
 
 def build(cfg: Config, peers: Mapping[str, str]) -> tuple[FastAPI, Callable[[], Awaitable[None]]]:
     mb = cfg.services.max_message_mb
-    channels = {name: open_channel(peers[name], mb) for name in GRPC_SERVICES}
+    channels = {name: open_channel(peers[name], mb, cfg.services.token) for name in GRPC_SERVICES}
 
     async def readiness() -> dict[str, str]:
         names = list(GRPC_SERVICES)
@@ -41,4 +41,4 @@ def build(cfg: Config, peers: Mapping[str, str]) -> tuple[FastAPI, Callable[[], 
         for channel in channels.values():
             await channel.close()
 
-    return create_app(upstreams, cfg.gateway.max_upload_mb, cfg.gateway.max_request_kb), close
+    return create_app(upstreams, cfg.gateway), close

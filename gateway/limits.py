@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from gateway.guards import send_error
 
 Scope = dict[str, Any]
 Receive = Any
@@ -58,22 +59,6 @@ class BodyLimit:
 
     async def _refuse(self, send: Send) -> None:
         mb = self.max_bytes / (1024 * 1024)
-        body = json.dumps(
-            {
-                "error": {
-                    "code": "RESOURCE_EXHAUSTED",
-                    "message": f"request body over the limit of {mb:g} MB ({self.setting})",
-                }
-            }
-        ).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
+        await send_error(
+            send, 413, "RESOURCE_EXHAUSTED", f"request body over the limit of {mb:g} MB ({self.setting})"
         )
-        await send({"type": "http.response.body", "body": body})

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ragstack.errors import ConfigError
 
@@ -45,6 +45,11 @@ class ServicesConfig(_Strict):
     gateway: Endpoint = Endpoint(port=8080)
     grace_s: float = Field(5.0, gt=0, description="Graceful shutdown window for in-flight RPCs.")
     max_message_mb: int = Field(64, ge=1, le=1024, description="Largest gRPC message, in MiB.")
+    token: str = Field(
+        "",
+        description="A shared secret every gRPC call must carry (authorization: Bearer); health and "
+        "reflection excepted. Set it when the services listen beyond loopback; empty: none.",
+    )
 
 
 class ModelsConfig(_Strict):
@@ -221,11 +226,37 @@ class GatewayConfig(_Strict):
         100.0, gt=0, description="POST /v1/ingest bodies over this are refused (413)."
     )
     max_request_kb: int = Field(64, ge=1, description="Other request bodies over this are refused (413).")
+    api_keys: list[str] = Field(
+        default_factory=list,
+        description="Keys accepted in X-API-Key (or Authorization: Bearer) on every route but health and "
+        "metrics; empty: no authentication (loopback only). Env: comma-separated.",
+    )
+    rate_limit_per_minute: int = Field(
+        0, ge=0, description="Requests per minute per API key (per client address without keys); 0: no limit."
+    )
+    cors_origins: list[str] = Field(default_factory=list, description="Origins allowed by CORS; empty: none.")
+    trusted_hosts: list[str] = Field(
+        default_factory=lambda: ["*"], description="Host headers accepted (e.g. rag.example.com); * is any."
+    )
+
+    @field_validator("api_keys", "cors_origins", "trusted_hosts", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        return [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else value
 
 
 class TelemetryConfig(_Strict):
     otlp_endpoint: str | None = Field(None, description="OTLP/gRPC collector; none means no exporter.")
     service_name: str = "ragstack"
+    log_format: Literal["text", "json"] = Field(
+        "text", description="json: one JSON object per log line, with the request id."
+    )
+    metrics_port: int = Field(
+        0,
+        ge=0,
+        le=65535,
+        description="Prometheus /metrics of a service run alone (the gateway serves its own).",
+    )
 
 
 class TracesConfig(_Strict):

@@ -80,6 +80,7 @@ async def start_stack(
                 spec.register,
                 getattr(cfg.services, name),
                 cfg.services.max_message_mb,
+                cfg.services.token,
             )
             stack.servers[name] = running
             stack.peers[name] = running.address
@@ -130,6 +131,12 @@ async def serve_until_signal(
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     stack = await start_stack(cfg, services, gateway)
+    if cfg.telemetry.metrics_port and not gateway:  # the gateway serves /metrics itself
+        from prometheus_client import start_http_server
+
+        host = getattr(cfg.services, services[0]).host  # beside the service it measures
+        start_http_server(cfg.telemetry.metrics_port, addr=host)
+        log.info("metrics on http://%s:%d/metrics", host, cfg.telemetry.metrics_port)
     if on_ready:
         on_ready(stack)
     await stop.wait()

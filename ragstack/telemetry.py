@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import logging
+from contextvars import ContextVar
+
 from opentelemetry import trace
 
 from ragstack.config import TelemetryConfig
@@ -36,3 +40,46 @@ def current_trace_id() -> str:
     """The current span's trace id as 32 hex characters ("" when there is no span)."""
     ctx = trace.get_current_span().get_span_context()
     return format(ctx.trace_id, "032x") if ctx.trace_id else ""
+
+
+# The request id of the call being served: set by the gateway (X-Request-ID) and by every gRPC
+# server from the `x-request-id` metadata its callers pass on; in every log line and JSON trace.
+REQUEST_ID: ContextVar[str] = ContextVar("request_id", default="")
+
+
+class _RequestIdFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.request_id = REQUEST_ID.get()
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, request id, and the error if any."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+            "request_id": getattr(record, "request_id", ""),
+        }
+        if record.exc_info:
+            out["error"] = self.formatException(record.exc_info)
+        return json.dumps(out, ensure_ascii=False)
+
+
+def setup_logging(level: int, fmt: str = "text") -> None:
+    """The root logger: text (with the request id when there is one) or JSON lines."""
+    handler = logging.StreamHandler()
+    handler.addFilter(_RequestIdFilter())
+    handler.setFormatter(
+        JsonFormatter()
+        if fmt == "json"
+        else logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(request_id)s]: %(message)s")
+    )
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)

@@ -48,7 +48,7 @@ async def _ingest(
     stage: str,
 ) -> tuple[d.IngestSummary, float]:
     stack = await start_stack(cfg, services=("ingest",), gateway=False, resources=res)
-    channel = open_channel(stack.peers["ingest"])
+    channel = open_channel(stack.peers["ingest"], token=cfg.services.token)
     start = time.perf_counter()
     try:
         summary = await ingest_with_progress(cfg, channel, paths, library, on_progress, stage)

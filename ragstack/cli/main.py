@@ -43,10 +43,9 @@ def cli(ctx: click.Context, config: Path | None, verbose: bool) -> None:
     Commands talk to a running `ragstack serve` when one answers at the configured
     addresses, and otherwise run the services inside the command.
     """
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    from ragstack.telemetry import setup_logging
+
+    setup_logging(logging.INFO if verbose else logging.WARNING)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     ctx.obj = config
 
@@ -78,9 +77,10 @@ def _run(coro: Any) -> Any:
 def serve(ctx: click.Context, service: str | None, no_gateway: bool) -> None:
     """Run the services: all four and the gateway (default), or one with --service."""
     from ragstack.serve import START_ORDER, Stack, serve_until_signal
+    from ragstack.telemetry import setup_logging
 
     cfg = _config(ctx)
-    logging.getLogger().setLevel(logging.INFO)
+    setup_logging(logging.INFO, cfg.telemetry.log_format)
     services = [service] if service else list(START_ORDER)
     gateway = service is None and not no_gateway
 

@@ -45,7 +45,9 @@ async def connect(cfg: Config, needed: Sequence[str], start: Sequence[str]) -> A
     address, `start` services run embedded on free loopback ports until the block exits."""
     first = needed[0]
     if await _serving(getattr(cfg.services, first).address, first):
-        channels = {n: open_channel(getattr(cfg.services, n).address) for n in needed}
+        channels = {
+            n: open_channel(getattr(cfg.services, n).address, token=cfg.services.token) for n in needed
+        }
         try:
             yield Session(channels, embedded=False)
         finally:
@@ -56,7 +58,7 @@ async def connect(cfg: Config, needed: Sequence[str], start: Sequence[str]) -> A
     from ragstack.serve import start_stack
 
     stack = await start_stack(embedded_config(cfg), services=start, gateway=False)
-    channels = {n: open_channel(stack.peers[n]) for n in needed}
+    channels = {n: open_channel(stack.peers[n], token=cfg.services.token) for n in needed}
     try:
         yield Session(channels, embedded=True)
     finally:

@@ -50,8 +50,11 @@ _IDEMPOTENT = [
 SERVICE_CONFIG = json.dumps({"methodConfig": [{"name": _IDEMPOTENT, "retryPolicy": _RETRY_POLICY}]})
 
 
-def open_channel(address: str, max_message_mb: int = 64) -> grpc.aio.Channel:
+def open_channel(address: str, max_message_mb: int = 64, token: str = "") -> grpc.aio.Channel:
+    """A channel whose calls carry `token` (services.token) and the current request id."""
     from opentelemetry.instrumentation.grpc import aio_client_interceptors
+
+    from ragstack.rpc.guards import MetadataStream, MetadataUnary
 
     limit = max_message_mb * 1024 * 1024
     return grpc.aio.insecure_channel(
@@ -62,7 +65,7 @@ def open_channel(address: str, max_message_mb: int = 64) -> grpc.aio.Channel:
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),
         ],
-        interceptors=aio_client_interceptors(),
+        interceptors=[MetadataUnary(token), MetadataStream(token), *aio_client_interceptors()],
     )
 
 

@@ -11,6 +11,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from ragstack.config import Endpoint
+from ragstack.rpc.guards import GuardInterceptor
 from ragstack.rpc.interceptors import ErrorMappingInterceptor
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ async def start_server(
     register: Callable[[grpc.aio.Server], None],
     endpoint: Endpoint,
     max_message_mb: int,
+    token: str = "",
 ) -> RunningServer:
     """Binds `endpoint` (port 0 picks one), registers the servicer and starts serving.
 
@@ -51,7 +53,7 @@ async def start_server(
 
     limit = max_message_mb * 1024 * 1024
     server = grpc.aio.server(
-        interceptors=[aio_server_interceptor(), ErrorMappingInterceptor()],
+        interceptors=[aio_server_interceptor(), GuardInterceptor(token), ErrorMappingInterceptor()],
         options=[
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),

@@ -17,7 +17,7 @@ from opentelemetry import trace
 from ragstack import domain as d
 from ragstack.config import GenerationConfig
 from ragstack.errors import InvalidArgument, RagstackError
-from ragstack.telemetry import current_trace_id
+from ragstack.telemetry import REQUEST_ID, current_trace_id
 from ragstack.traces import TraceStore
 from services.agent import generate, grading
 from services.agent.classify import classify
@@ -115,6 +115,7 @@ class Agent:
                 "question": question,
                 "library": library,
                 "session_id": session_id,
+                "request_id": REQUEST_ID.get(),  # the gateway's, passed along with the call
                 "started_at": self._now().isoformat(),
             }
             start = self._clock()

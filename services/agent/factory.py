@@ -16,8 +16,8 @@ from services.agent.sessions import SessionStore
 def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
     cfg = res.cfg
     mb = cfg.services.max_message_mb
-    retrieve_channel = open_channel(peers["retrieve"], mb)
-    verify_channel = open_channel(peers["verify"], mb)
+    retrieve_channel = open_channel(peers["retrieve"], mb, cfg.services.token)
+    verify_channel = open_channel(peers["verify"], mb, cfg.services.token)
     sessions = SessionStore(cfg.data_dir / "sessions.sqlite")
     agent = Agent(
         retriever=RetrieveClient(retrieve_channel, cfg.deadlines.retrieve_s),
