@@ -1,0 +1,255 @@
+"""A small typed Python client of RAGStack.
+
+HTTP (the gateway), synchronous, for scripts and notebooks::
+
+    from ragstack.client import Client
+    with Client("http://127.0.0.1:8080", api_key="...") as rag:
+        answer = rag.ask("How does BM25 rank documents?")
+        print(answer.answer, [s.source for s in answer.citations], answer.confidence)
+        for event in rag.stream("And its parameters?", session_id="s1"):
+            print(event.kind, event.data)
+
+gRPC (the services), asynchronous, for services written in Python::
+
+    from ragstack.client import GrpcClient
+    async with GrpcClient(agent="127.0.0.1:50053", token="...") as rag:
+        done = await rag.ask("How does BM25 rank documents?")
+
+Failures raise `ragstack.errors.RpcError` with the status name (`NOT_FOUND`, `UNAUTHENTICATED`, ...)
+and the message, whichever way the call went.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from ragstack import domain as d
+from ragstack.errors import RpcError
+from ragstack.rpc.clients import AgentClient, IngestClient, RetrieveClient, open_channel
+
+
+@dataclass(frozen=True)
+class Source:
+    """A citation of an answer: a chunk of a document, or a database query's result."""
+
+    ref: str
+    chunk_id: str
+    title: str
+    source: str
+    heading_path: tuple[str, ...] = ()
+    pages: tuple[int, ...] = ()
+    quote: str = ""
+    sql: dict[str, Any] | None = None  # database, query, row_count, truncated
+
+
+@dataclass(frozen=True)
+class Answer:
+    trace_id: str
+    answer: str
+    citations: tuple[Source, ...]
+    confidence: float
+    abstained: bool
+    generator: str
+    manifest: dict[str, Any] = field(default_factory=dict)  # claims with verdicts, supported_ratio
+
+
+@dataclass(frozen=True)
+class Event:
+    """One Server-Sent Event: `start`, `route`, `tool_call`, `evidence`, `delta`, `verification`,
+    `done` (queries); `progress`, `summary` (ingest)."""
+
+    kind: str
+    data: dict[str, Any]
+
+
+def answer_from_json(done: dict[str, Any]) -> Answer:
+    return Answer(
+        trace_id=done.get("trace_id", ""),
+        answer=done.get("answer", ""),
+        citations=tuple(
+            Source(
+                ref=c.get("ref", ""),
+                chunk_id=c.get("chunk_id", ""),
+                title=c.get("title", ""),
+                source=c.get("source", ""),
+                heading_path=tuple(c.get("heading_path", ())),
+                pages=tuple(c.get("pages", ())),
+                quote=c.get("quote", ""),
+                sql=c.get("sql") or None,
+            )
+            for c in done.get("citations", ())
+        ),
+        confidence=float(done.get("confidence", 0.0)),
+        abstained=bool(done.get("abstained", False)),
+        generator=done.get("generator", ""),
+        manifest=done.get("manifest", {}),
+    )
+
+
+class Client:
+    """The gateway over HTTP. `api_key` goes in X-API-Key; every call may raise RpcError."""
+
+    def __init__(
+        self, base_url: str = "http://127.0.0.1:8080", api_key: str = "", timeout_s: float = 300.0
+    ) -> None:
+        headers = {"x-api-key": api_key} if api_key else {}
+        self._http = httpx.Client(base_url=base_url, headers=headers, timeout=timeout_s)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def ready(self) -> bool:
+        return self._http.get("/health/ready").status_code == 200
+
+    def ask(
+        self, question: str, library: str = "", mode: str = "auto", top_k: int = 0, session_id: str = ""
+    ) -> Answer:
+        body = _query(question, library, mode, top_k, session_id, stream=False)
+        return answer_from_json(self._json("POST", "/v1/query", json=body))
+
+    def stream(
+        self, question: str, library: str = "", mode: str = "auto", top_k: int = 0, session_id: str = ""
+    ) -> Iterator[Event]:
+        body = _query(question, library, mode, top_k, session_id, stream=True)
+        yield from self._sse("POST", "/v1/query", json=body)
+
+    def ingest(self, paths: Sequence[str | Path], library: str = "") -> Iterator[Event]:
+        """Uploads files; yields their progress events, then the summary."""
+        files = [("files", (Path(p).name, Path(p).read_bytes())) for p in paths]
+        yield from self._sse("POST", "/v1/ingest", files=files, data={"library": library})
+
+    def documents(self, library: str = "") -> list[dict[str, Any]]:
+        docs: list[dict[str, Any]] = self._json("GET", "/v1/documents", params={"library": library})[
+            "documents"
+        ]
+        return docs
+
+    def delete_document(self, document_id: str, library: str = "") -> int:
+        gone = self._json("DELETE", f"/v1/documents/{document_id}", params={"library": library})
+        return int(gone["chunks_removed"])
+
+    def trace(self, trace_id: str) -> dict[str, Any]:
+        return self._json("GET", f"/v1/traces/{trace_id}")
+
+    def databases(self, library: str = "") -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = self._json("GET", "/v1/databases", params={"library": library})[
+            "databases"
+        ]
+        return found
+
+    def attach_database(self, name: str, url: str, library: str = "") -> dict[str, Any]:
+        return self._json("POST", "/v1/databases", json={"name": name, "url": url, "library": library})
+
+    def detach_database(self, name: str, library: str = "") -> None:
+        self._json("DELETE", f"/v1/databases/{name}", params={"library": library})
+
+    def sql(self, sql: str, database: str = "", library: str = "", max_rows: int = 0) -> dict[str, Any]:
+        body = {"sql": sql, "database": database, "library": library, "max_rows": max_rows}
+        return self._json("POST", "/v1/sql", json=body)
+
+    def _json(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        resp = self._http.request(method, path, **kw)
+        _raise_for(resp)
+        body: dict[str, Any] = resp.json()
+        return body
+
+    def _sse(self, method: str, path: str, **kw: Any) -> Iterator[Event]:
+        with self._http.stream(method, path, headers={"accept": "text/event-stream"}, **kw) as resp:
+            if resp.status_code >= 400:
+                resp.read()
+                _raise_for(resp)
+            kind = ""
+            for line in resp.iter_lines():
+                if line.startswith("event:"):
+                    kind = line.split(":", 1)[1].strip()
+                elif line.startswith("data:") and kind:
+                    data = json.loads(line.split(":", 1)[1])
+                    if kind == "error":
+                        raise RpcError(data.get("code", "INTERNAL"), data.get("message", ""))
+                    yield Event(kind, data)
+                    kind = ""
+
+
+def _query(
+    question: str, library: str, mode: str, top_k: int, session_id: str, stream: bool
+) -> dict[str, Any]:
+    return {
+        "question": question,
+        "library": library,
+        "mode": mode,
+        "top_k": top_k,
+        "session_id": session_id,
+        "stream": stream,
+    }
+
+
+def _raise_for(resp: httpx.Response) -> None:
+    if resp.status_code < 400:
+        return
+    try:
+        error = resp.json()["error"]
+        raise RpcError(error["code"], error["message"])
+    except (ValueError, KeyError, TypeError):
+        raise RpcError(f"HTTP_{resp.status_code}", resp.text[:300]) from None
+
+
+class GrpcClient:
+    """The services over gRPC (give the addresses of those you call), with the services' token."""
+
+    def __init__(
+        self,
+        agent: str = "127.0.0.1:50053",
+        ingest: str = "127.0.0.1:50051",
+        retrieve: str = "127.0.0.1:50052",
+        token: str = "",
+        deadline_s: float = 300.0,
+    ) -> None:
+        self._channels = [open_channel(a, token=token) for a in (agent, ingest, retrieve)]
+        self.agent = AgentClient(self._channels[0], deadline_s)
+        self.ingest = IngestClient(self._channels[1], deadline_s)
+        self.retrieve = RetrieveClient(self._channels[2], deadline_s)
+
+    async def __aenter__(self) -> GrpcClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        for channel in self._channels:
+            await channel.close()
+
+    async def ask(
+        self,
+        question: str,
+        library: str = "",
+        mode: d.SearchMode = d.SearchMode.AUTO,
+        top_k: int = 0,
+        session_id: str = "",
+    ) -> d.DoneEvent:
+        """The delivered answer (the `done` event); `self.agent.ask` streams every event."""
+        async for event in self.agent.ask(question, library, mode, top_k, session_id):
+            if isinstance(event, d.DoneEvent):
+                return event
+        raise RpcError("INTERNAL", "the agent ended the stream without an answer")
+
+    async def search(
+        self, query: str, library: str = "", top_k: int = 0, mode: d.SearchMode = d.SearchMode.HYBRID
+    ) -> list[d.SearchHit]:
+        hits, _ = await self.retrieve.search(query, library, top_k, mode)
+        return hits
