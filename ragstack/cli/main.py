@@ -352,6 +352,22 @@ def bench_rerank_cmd(
     click.echo(json.dumps(bench_rerank(_config(ctx), model_dir, folder, candidates, n_queries)))
 
 
+@bench_group.command(name="load")
+@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--clients", default=4, show_default=True, help="Concurrent callers of POST /v1/query.")
+@click.pass_context
+def bench_load_cmd(ctx: click.Context, folder: Path, clients: int) -> None:
+    """Questions through the gateway while half of FOLDER is ingested, on fresh stores: latency
+    p50/p95, QPS, errors, and partial reads (documents listed but not whole: must be 0)."""
+    from ragstack.bench.load import bench_load
+    from ragstack.cli.output import progress_reporter
+
+    cfg = _config(ctx)
+    with progress_reporter() as progress:
+        report = _run(bench_load(cfg, folder, clients, progress))
+    click.echo(json.dumps(report))
+
+
 @bench_group.command(name="ingest")
 @click.argument("corpus", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.pass_context
