@@ -10,7 +10,7 @@ export TRANSFORMERS_OFFLINE := 1
 
 DATA    ?= ../shared/data
 
-.PHONY: help install models test-llm protos check-protos lint typecheck test test-fast demo serve eval bench bench-deps clean
+.PHONY: help install models test-llm node-client protos check-protos lint typecheck test test-fast demo serve eval bench bench-deps clean
 
 help:  ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -32,6 +32,11 @@ models: $(MODEL)  ## export the bundled all-MiniLM-L6-v2 to ONNX (once, offline)
 test-llm: $(STAMP)  ## the small real LLM the tests serve: SmolLM2-135M GGUF + llama-cpp-python (~12 min, once)
 	scripts/test_llm.sh
 
+node-client: clients/node/node_modules/.package-lock.json  ## the Node.js example client's dependencies (npm ci)
+
+clients/node/node_modules/.package-lock.json: clients/node/package.json clients/node/package-lock.json
+	cd clients/node && npm ci --ignore-scripts --no-audit --no-fund
+
 protos: $(STAMP)  ## regenerate the gRPC stubs in ragstack/v1 from proto/
 	scripts/gen_protos.sh
 
@@ -51,10 +56,10 @@ lint: $(STAMP)  ## ruff, buf lint, and buf breaking against main
 typecheck: $(STAMP)  ## mypy on hand-written code (generated stubs excluded)
 	$(BIN)/mypy
 
-test: install test-llm check-protos lint typecheck  ## everything CI runs: set up, check stubs, lint, types, tests
+test: install test-llm node-client check-protos lint typecheck  ## everything CI runs: set up, check stubs, lint, types, tests
 	$(BIN)/pytest -q
 
-test-fast: install  ## the tests only, without the slow ones (those with the real test LLM among them)
+test-fast: install node-client  ## the tests only, without the slow ones (those with the real test LLM among them)
 	$(BIN)/pytest -q -m "not slow"
 
 demo: install  ## ingest the bundled sample corpus and answer a question with citations and the manifest
