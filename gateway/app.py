@@ -6,9 +6,9 @@ import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import FastAPI, Form, Request, UploadFile
+from fastapi import FastAPI, File, Form, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from google.protobuf.json_format import MessageToDict
@@ -25,7 +25,7 @@ from gateway.limits import BodyLimit
 from ragstack import convert
 from ragstack.config import GatewayConfig
 from ragstack.domain import SearchMode
-from ragstack.errors import RagstackError, RpcError
+from ragstack.errors import InvalidArgument, RagstackError, RpcError
 from ragstack.rpc.clients import AgentClient, IngestClient, RetrieveClient
 
 tracer = trace.get_tracer("ragstack.gateway")
@@ -223,11 +223,23 @@ def create_app(upstreams: Upstreams, cfg: GatewayConfig | None = None) -> FastAP
         return EventSourceResponse(_sse(events()), ping=15)
 
     @app.post("/v1/ingest", tags=["documents"])
-    async def ingest(files: list[UploadFile], library: str = Form("")) -> EventSourceResponse:
-        """Ingests uploaded files (multipart, field `files`) into `library`; streams one `file`
-        event per file and stage, then a `summary` event."""
-        payload = [(f.filename or "upload", await f.read()) for f in files]
-        return EventSourceResponse(_sse(upstreams.ingest.ingest_pb(payload, library)), ping=15)
+    async def ingest(
+        files: Annotated[list[UploadFile] | None, File()] = None,
+        urls: Annotated[list[str] | None, Form()] = None,
+        library: Annotated[str, Form()] = "",
+    ) -> EventSourceResponse:
+        """Ingests uploaded files (multipart field `files`, repeatable) and web pages (field `urls`,
+        repeatable: each crawled politely on its own host) into `library`; streams one `file` event
+        per file and stage, then a `summary` event."""
+        payload = [(f.filename or "upload", await f.read()) for f in files or ()]
+        if not payload and not urls:
+            raise InvalidArgument("nothing to ingest: send `files` or `urls`")
+        return EventSourceResponse(_sse(upstreams.ingest.ingest_pb(payload, library, urls or ())), ping=15)
+
+    @app.get("/v1/libraries", tags=["documents"])
+    async def list_libraries() -> dict[str, Any]:
+        """The libraries holding documents or databases, with their sizes."""
+        return {"libraries": await upstreams.ingest.libraries()}
 
     @app.get("/v1/traces/{trace_id}", tags=["traces"])
     async def get_trace(trace_id: str) -> dict[str, Any]:

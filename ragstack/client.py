@@ -63,7 +63,7 @@ class Answer:
 @dataclass(frozen=True)
 class Event:
     """One Server-Sent Event: `start`, `route`, `tool_call`, `evidence`, `delta`, `verification`,
-    `done` (queries); `progress`, `summary` (ingest)."""
+    `done` (queries); `file` (a file's progress), `summary` (ingest)."""
 
     kind: str
     data: dict[str, Any]

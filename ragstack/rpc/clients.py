@@ -44,6 +44,7 @@ _IDEMPOTENT = [
     {"service": GRPC_SERVICES["verify"], "method": "Verify"},
     {"service": GRPC_SERVICES["ingest"], "method": "ListDocuments"},
     {"service": GRPC_SERVICES["ingest"], "method": "GetDocument"},
+    {"service": GRPC_SERVICES["ingest"], "method": "ListLibraries"},
     {"service": GRPC_SERVICES["agent"], "method": "GetTrace"},
     {"service": "grpc.health.v1.Health", "method": "Check"},
 ]
@@ -217,11 +218,13 @@ class IngestClient:
         self._short = short_deadline_s
 
     async def ingest_pb(
-        self, files: Iterable[tuple[str, bytes]], library: str = ""
+        self, files: Iterable[tuple[str, bytes]], library: str = "", urls: Iterable[str] = ()
     ) -> AsyncIterator[ingest_pb2.IngestResponse]:
-        """The raw event stream for uploaded files (the gateway relays it as JSON)."""
+        """The raw event stream for uploaded files and web pages (the gateway relays it as JSON)."""
         req = ingest_pb2.IngestRequest(
-            library=library, files=[ingest_pb2.FileUpload(filename=n, content=c) for n, c in files]
+            library=library,
+            files=[ingest_pb2.FileUpload(filename=n, content=c) for n, c in files],
+            urls=list(urls),
         )
         async for event in _stream(self._stub.Ingest(req, timeout=self._deadline)):
             yield event
@@ -252,6 +255,23 @@ class IngestClient:
         except grpc.aio.AioRpcError as err:
             raise _rpc_error(err) from None
         return [convert.document_from_pb(x) for x in resp.documents]
+
+    async def libraries(self) -> list[dict[str, Any]]:
+        """Every library: name, documents, chunks, updated_at, databases."""
+        try:
+            resp = await self._stub.ListLibraries(ingest_pb2.ListLibrariesRequest(), timeout=self._short)
+        except grpc.aio.AioRpcError as err:
+            raise _rpc_error(err) from None
+        return [
+            {
+                "name": x.name,
+                "documents": x.documents,
+                "chunks": x.chunks,
+                "updated_at": x.updated_at,
+                "databases": x.databases,
+            }
+            for x in resp.libraries
+        ]
 
     async def get_document(self, document_id: str, library: str = "") -> d.Document:
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import sqlite3
 import threading
 from collections.abc import Iterable
@@ -75,6 +76,15 @@ class Catalog:
                 f"SELECT {_COLUMNS} FROM documents WHERE library = ? ORDER BY source", (library,)
             ).fetchall()
         return [Document(*r) for r in rows]
+
+    def libraries(self) -> builtins.list[tuple[str, int, int, str]]:
+        """(library, documents, chunks, last indexed_at) for every library with documents."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT library, count(*), coalesce(sum(chunk_count), 0), max(indexed_at) FROM documents"
+                " GROUP BY library ORDER BY library"
+            ).fetchall()
+        return [(r[0], int(r[1]), int(r[2]), r[3] or "") for r in rows]
 
     def close(self) -> None:
         self._db.close()

@@ -111,5 +111,11 @@ class DatabaseRegistry:
             where = "configured in ragstack.yaml: remove it there" if configured else "not attached"
             raise NotFound(f"database {name!r} of library {library!r} is {where}")
 
+    def attached_counts(self) -> dict[str, int]:
+        """library -> databases attached at run time."""
+        with self._lock:
+            rows = self._db.execute("SELECT library, count(*) FROM databases GROUP BY library").fetchall()
+        return {r[0]: int(r[1]) for r in rows}
+
     def close(self) -> None:
         self._db.close()

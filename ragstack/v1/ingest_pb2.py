@@ -25,15 +25,15 @@ _sym_db = _symbol_database.Default()
 from ragstack.v1 import common_pb2 as ragstack_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18ragstack/v1/ingest.proto\x12\x0bragstack.v1\x1a\x18ragstack/v1/common.proto\"C\n\x15\x41ttachDatabaseRequest\x12\x0f\n\x07library\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0b\n\x03url\x18\x03 \x01(\t\"A\n\x16\x41ttachDatabaseResponse\x12\'\n\x08\x64\x61tabase\x18\x01 \x01(\x0b\x32\x15.ragstack.v1.Database\"6\n\x15\x44\x65tachDatabaseRequest\x12\x0f\n\x07library\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"\x18\n\x16\x44\x65tachDatabaseResponse\"/\n\nFileUpload\x12\x10\n\x08\x66ilename\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\x0c\"t\n\rIngestRequest\x12\x0f\n\x07library\x18\x01 \x01(\t\x12\r\n\x05paths\x18\x02 \x03(\t\x12&\n\x05\x66iles\x18\x03 \x03(\x0b\x32\x17.ragstack.v1.FileUpload\x12\r\n\x05prune\x18\x04 \x01(\x08\x12\x0c\n\x04urls\x18\x05 \x03(\t\"\x9d\x01\n\x0c\x46ileProgress\x12\x0e\n\x06source\x18\x01 \x01(\t\x12%\n\x05stage\x18\x02 \x01(\x0e\x32\x16.ragstack.v1.FileStage\x12\x13\n\x0b\x64ocument_id\x18\x03 \x01(\t\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x13\n\x0b\x63hunk_count\x18\x05 \x01(\x05\x12\r\n\x05index\x18\x06 \x01(\x05\x12\r\n\x05total\x18\x07 \x01(\x05\"\xf0\x01\n\rIngestSummary\x12\r\n\x05\x66iles\x18\x01 \x01(\x05\x12\x0f\n\x07indexed\x18\x02 \x01(\x05\x12\x11\n\tunchanged\x18\x03 \x01(\x05\x12\x0e\n\x06\x66\x61iled\x18\x04 \x01(\x05\x12\x0e\n\x06\x63hunks\x18\x05 \x01(\x05\x12\x0f\n\x07seconds\x18\x06 \x01(\x02\x12\x10\n\x08\x66\x61ilures\x18\x07 \x03(\t\x12\x0f\n\x07removed\x18\x08 \x01(\x05\x12\x10\n\x08\x65ntities\x18\t \x01(\x05\x12\x11\n\trelations\x18\n \x01(\x05\x12\x13\n\x0b\x63ommunities\x18\x0b \x01(\x05\x12\x1e\n\x16\x63ommunities_summarized\x18\x0c \x01(\x05\"s\n\x0eIngestResponse\x12)\n\x04\x66ile\x18\x01 \x01(\x0b\x32\x19.ragstack.v1.FileProgressH\x00\x12-\n\x07summary\x18\x02 \x01(\x0b\x32\x1a.ragstack.v1.IngestSummaryH\x00\x42\x07\n\x05\x65vent\"\'\n\x14ListDocumentsRequest\x12\x0f\n\x07library\x18\x01 \x01(\t\"A\n\x15ListDocumentsResponse\x12(\n\tdocuments\x18\x01 \x03(\x0b\x32\x15.ragstack.v1.Document\":\n\x12GetDocumentRequest\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x0f\n\x07library\x18\x02 \x01(\t\">\n\x13GetDocumentResponse\x12\'\n\x08\x64ocument\x18\x01 \x01(\x0b\x32\x15.ragstack.v1.Document\"=\n\x15\x44\x65leteDocumentRequest\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x0f\n\x07library\x18\x02 \x01(\t\"0\n\x16\x44\x65leteDocumentResponse\x12\x16\n\x0e\x63hunks_removed\x18\x01 \x01(\x05*\xd0\x01\n\tFileStage\x12\x1a\n\x16\x46ILE_STAGE_UNSPECIFIED\x10\x00\x12\x15\n\x11\x46ILE_STAGE_PARSED\x10\x01\x12\x16\n\x12\x46ILE_STAGE_CHUNKED\x10\x02\x12\x17\n\x13\x46ILE_STAGE_EMBEDDED\x10\x03\x12\x16\n\x12\x46ILE_STAGE_INDEXED\x10\x04\x12\x18\n\x14\x46ILE_STAGE_UNCHANGED\x10\x05\x12\x15\n\x11\x46ILE_STAGE_FAILED\x10\x06\x12\x16\n\x12\x46ILE_STAGE_REMOVED\x10\x07\x32\x8f\x04\n\rIngestService\x12\x43\n\x06Ingest\x12\x1a.ragstack.v1.IngestRequest\x1a\x1b.ragstack.v1.IngestResponse0\x01\x12V\n\rListDocuments\x12!.ragstack.v1.ListDocumentsRequest\x1a\".ragstack.v1.ListDocumentsResponse\x12P\n\x0bGetDocument\x12\x1f.ragstack.v1.GetDocumentRequest\x1a .ragstack.v1.GetDocumentResponse\x12Y\n\x0e\x44\x65leteDocument\x12\".ragstack.v1.DeleteDocumentRequest\x1a#.ragstack.v1.DeleteDocumentResponse\x12Y\n\x0e\x41ttachDatabase\x12\".ragstack.v1.AttachDatabaseRequest\x1a#.ragstack.v1.AttachDatabaseResponse\x12Y\n\x0e\x44\x65tachDatabase\x12\".ragstack.v1.DetachDatabaseRequest\x1a#.ragstack.v1.DetachDatabaseResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18ragstack/v1/ingest.proto\x12\x0bragstack.v1\x1a\x18ragstack/v1/common.proto\"C\n\x15\x41ttachDatabaseRequest\x12\x0f\n\x07library\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0b\n\x03url\x18\x03 \x01(\t\"A\n\x16\x41ttachDatabaseResponse\x12\'\n\x08\x64\x61tabase\x18\x01 \x01(\x0b\x32\x15.ragstack.v1.Database\"6\n\x15\x44\x65tachDatabaseRequest\x12\x0f\n\x07library\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"\x18\n\x16\x44\x65tachDatabaseResponse\"/\n\nFileUpload\x12\x10\n\x08\x66ilename\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\x0c\"t\n\rIngestRequest\x12\x0f\n\x07library\x18\x01 \x01(\t\x12\r\n\x05paths\x18\x02 \x03(\t\x12&\n\x05\x66iles\x18\x03 \x03(\x0b\x32\x17.ragstack.v1.FileUpload\x12\r\n\x05prune\x18\x04 \x01(\x08\x12\x0c\n\x04urls\x18\x05 \x03(\t\"\x9d\x01\n\x0c\x46ileProgress\x12\x0e\n\x06source\x18\x01 \x01(\t\x12%\n\x05stage\x18\x02 \x01(\x0e\x32\x16.ragstack.v1.FileStage\x12\x13\n\x0b\x64ocument_id\x18\x03 \x01(\t\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x13\n\x0b\x63hunk_count\x18\x05 \x01(\x05\x12\r\n\x05index\x18\x06 \x01(\x05\x12\r\n\x05total\x18\x07 \x01(\x05\"\xf0\x01\n\rIngestSummary\x12\r\n\x05\x66iles\x18\x01 \x01(\x05\x12\x0f\n\x07indexed\x18\x02 \x01(\x05\x12\x11\n\tunchanged\x18\x03 \x01(\x05\x12\x0e\n\x06\x66\x61iled\x18\x04 \x01(\x05\x12\x0e\n\x06\x63hunks\x18\x05 \x01(\x05\x12\x0f\n\x07seconds\x18\x06 \x01(\x02\x12\x10\n\x08\x66\x61ilures\x18\x07 \x03(\t\x12\x0f\n\x07removed\x18\x08 \x01(\x05\x12\x10\n\x08\x65ntities\x18\t \x01(\x05\x12\x11\n\trelations\x18\n \x01(\x05\x12\x13\n\x0b\x63ommunities\x18\x0b \x01(\x05\x12\x1e\n\x16\x63ommunities_summarized\x18\x0c \x01(\x05\"s\n\x0eIngestResponse\x12)\n\x04\x66ile\x18\x01 \x01(\x0b\x32\x19.ragstack.v1.FileProgressH\x00\x12-\n\x07summary\x18\x02 \x01(\x0b\x32\x1a.ragstack.v1.IngestSummaryH\x00\x42\x07\n\x05\x65vent\"\'\n\x14ListDocumentsRequest\x12\x0f\n\x07library\x18\x01 \x01(\t\"A\n\x15ListDocumentsResponse\x12(\n\tdocuments\x18\x01 \x03(\x0b\x32\x15.ragstack.v1.Document\"\x16\n\x14ListLibrariesRequest\"@\n\x15ListLibrariesResponse\x12\'\n\tlibraries\x18\x01 \x03(\x0b\x32\x14.ragstack.v1.Library\"a\n\x07Library\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tdocuments\x18\x02 \x01(\x05\x12\x0e\n\x06\x63hunks\x18\x03 \x01(\x03\x12\x12\n\nupdated_at\x18\x04 \x01(\t\x12\x11\n\tdatabases\x18\x05 \x01(\x05\":\n\x12GetDocumentRequest\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x0f\n\x07library\x18\x02 \x01(\t\">\n\x13GetDocumentResponse\x12\'\n\x08\x64ocument\x18\x01 \x01(\x0b\x32\x15.ragstack.v1.Document\"=\n\x15\x44\x65leteDocumentRequest\x12\x13\n\x0b\x64ocument_id\x18\x01 \x01(\t\x12\x0f\n\x07library\x18\x02 \x01(\t\"0\n\x16\x44\x65leteDocumentResponse\x12\x16\n\x0e\x63hunks_removed\x18\x01 \x01(\x05*\xd0\x01\n\tFileStage\x12\x1a\n\x16\x46ILE_STAGE_UNSPECIFIED\x10\x00\x12\x15\n\x11\x46ILE_STAGE_PARSED\x10\x01\x12\x16\n\x12\x46ILE_STAGE_CHUNKED\x10\x02\x12\x17\n\x13\x46ILE_STAGE_EMBEDDED\x10\x03\x12\x16\n\x12\x46ILE_STAGE_INDEXED\x10\x04\x12\x18\n\x14\x46ILE_STAGE_UNCHANGED\x10\x05\x12\x15\n\x11\x46ILE_STAGE_FAILED\x10\x06\x12\x16\n\x12\x46ILE_STAGE_REMOVED\x10\x07\x32\xe7\x04\n\rIngestService\x12\x43\n\x06Ingest\x12\x1a.ragstack.v1.IngestRequest\x1a\x1b.ragstack.v1.IngestResponse0\x01\x12V\n\rListDocuments\x12!.ragstack.v1.ListDocumentsRequest\x1a\".ragstack.v1.ListDocumentsResponse\x12V\n\rListLibraries\x12!.ragstack.v1.ListLibrariesRequest\x1a\".ragstack.v1.ListLibrariesResponse\x12P\n\x0bGetDocument\x12\x1f.ragstack.v1.GetDocumentRequest\x1a .ragstack.v1.GetDocumentResponse\x12Y\n\x0e\x44\x65leteDocument\x12\".ragstack.v1.DeleteDocumentRequest\x1a#.ragstack.v1.DeleteDocumentResponse\x12Y\n\x0e\x41ttachDatabase\x12\".ragstack.v1.AttachDatabaseRequest\x1a#.ragstack.v1.AttachDatabaseResponse\x12Y\n\x0e\x44\x65tachDatabase\x12\".ragstack.v1.DetachDatabaseRequest\x1a#.ragstack.v1.DetachDatabaseResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ragstack.v1.ingest_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_FILESTAGE']._serialized_start=1318
-  _globals['_FILESTAGE']._serialized_end=1526
+  _globals['_FILESTAGE']._serialized_start=1507
+  _globals['_FILESTAGE']._serialized_end=1715
   _globals['_ATTACHDATABASEREQUEST']._serialized_start=67
   _globals['_ATTACHDATABASEREQUEST']._serialized_end=134
   _globals['_ATTACHDATABASERESPONSE']._serialized_start=136
@@ -56,14 +56,20 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTDOCUMENTSREQUEST']._serialized_end=1011
   _globals['_LISTDOCUMENTSRESPONSE']._serialized_start=1013
   _globals['_LISTDOCUMENTSRESPONSE']._serialized_end=1078
-  _globals['_GETDOCUMENTREQUEST']._serialized_start=1080
-  _globals['_GETDOCUMENTREQUEST']._serialized_end=1138
-  _globals['_GETDOCUMENTRESPONSE']._serialized_start=1140
-  _globals['_GETDOCUMENTRESPONSE']._serialized_end=1202
-  _globals['_DELETEDOCUMENTREQUEST']._serialized_start=1204
-  _globals['_DELETEDOCUMENTREQUEST']._serialized_end=1265
-  _globals['_DELETEDOCUMENTRESPONSE']._serialized_start=1267
-  _globals['_DELETEDOCUMENTRESPONSE']._serialized_end=1315
-  _globals['_INGESTSERVICE']._serialized_start=1529
-  _globals['_INGESTSERVICE']._serialized_end=2056
+  _globals['_LISTLIBRARIESREQUEST']._serialized_start=1080
+  _globals['_LISTLIBRARIESREQUEST']._serialized_end=1102
+  _globals['_LISTLIBRARIESRESPONSE']._serialized_start=1104
+  _globals['_LISTLIBRARIESRESPONSE']._serialized_end=1168
+  _globals['_LIBRARY']._serialized_start=1170
+  _globals['_LIBRARY']._serialized_end=1267
+  _globals['_GETDOCUMENTREQUEST']._serialized_start=1269
+  _globals['_GETDOCUMENTREQUEST']._serialized_end=1327
+  _globals['_GETDOCUMENTRESPONSE']._serialized_start=1329
+  _globals['_GETDOCUMENTRESPONSE']._serialized_end=1391
+  _globals['_DELETEDOCUMENTREQUEST']._serialized_start=1393
+  _globals['_DELETEDOCUMENTREQUEST']._serialized_end=1454
+  _globals['_DELETEDOCUMENTRESPONSE']._serialized_start=1456
+  _globals['_DELETEDOCUMENTRESPONSE']._serialized_end=1504
+  _globals['_INGESTSERVICE']._serialized_start=1718
+  _globals['_INGESTSERVICE']._serialized_end=2333
 # @@protoc_insertion_point(module_scope)

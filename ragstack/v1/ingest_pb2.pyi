@@ -143,6 +143,30 @@ class ListDocumentsResponse(_message.Message):
     documents: _containers.RepeatedCompositeFieldContainer[_common_pb2.Document]
     def __init__(self, documents: _Optional[_Iterable[_Union[_common_pb2.Document, _Mapping]]] = ...) -> None: ...
 
+class ListLibrariesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListLibrariesResponse(_message.Message):
+    __slots__ = ("libraries",)
+    LIBRARIES_FIELD_NUMBER: _ClassVar[int]
+    libraries: _containers.RepeatedCompositeFieldContainer[Library]
+    def __init__(self, libraries: _Optional[_Iterable[_Union[Library, _Mapping]]] = ...) -> None: ...
+
+class Library(_message.Message):
+    __slots__ = ("name", "documents", "chunks", "updated_at", "databases")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    DATABASES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    documents: int
+    chunks: int
+    updated_at: str
+    databases: int
+    def __init__(self, name: _Optional[str] = ..., documents: _Optional[int] = ..., chunks: _Optional[int] = ..., updated_at: _Optional[str] = ..., databases: _Optional[int] = ...) -> None: ...
+
 class GetDocumentRequest(_message.Message):
     __slots__ = ("document_id", "library")
     DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]

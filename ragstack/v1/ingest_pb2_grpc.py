@@ -45,6 +45,11 @@ class IngestServiceStub:
                 request_serializer=ragstack_dot_v1_dot_ingest__pb2.ListDocumentsRequest.SerializeToString,
                 response_deserializer=ragstack_dot_v1_dot_ingest__pb2.ListDocumentsResponse.FromString,
                 _registered_method=True)
+        self.ListLibraries = channel.unary_unary(
+                '/ragstack.v1.IngestService/ListLibraries',
+                request_serializer=ragstack_dot_v1_dot_ingest__pb2.ListLibrariesRequest.SerializeToString,
+                response_deserializer=ragstack_dot_v1_dot_ingest__pb2.ListLibrariesResponse.FromString,
+                _registered_method=True)
         self.GetDocument = channel.unary_unary(
                 '/ragstack.v1.IngestService/GetDocument',
                 request_serializer=ragstack_dot_v1_dot_ingest__pb2.GetDocumentRequest.SerializeToString,
@@ -84,6 +89,13 @@ class IngestServiceServicer:
 
     def ListDocuments(self, request, context):
         """Lists the documents of a library.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListLibraries(self, request, context):
+        """Lists the libraries that hold documents or databases, with their sizes.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -133,6 +145,11 @@ def add_IngestServiceServicer_to_server(servicer, server):
                     servicer.ListDocuments,
                     request_deserializer=ragstack_dot_v1_dot_ingest__pb2.ListDocumentsRequest.FromString,
                     response_serializer=ragstack_dot_v1_dot_ingest__pb2.ListDocumentsResponse.SerializeToString,
+            ),
+            'ListLibraries': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListLibraries,
+                    request_deserializer=ragstack_dot_v1_dot_ingest__pb2.ListLibrariesRequest.FromString,
+                    response_serializer=ragstack_dot_v1_dot_ingest__pb2.ListLibrariesResponse.SerializeToString,
             ),
             'GetDocument': grpc.unary_unary_rpc_method_handler(
                     servicer.GetDocument,
@@ -210,6 +227,33 @@ class IngestService:
             '/ragstack.v1.IngestService/ListDocuments',
             ragstack_dot_v1_dot_ingest__pb2.ListDocumentsRequest.SerializeToString,
             ragstack_dot_v1_dot_ingest__pb2.ListDocumentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListLibraries(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragstack.v1.IngestService/ListLibraries',
+            ragstack_dot_v1_dot_ingest__pb2.ListLibrariesRequest.SerializeToString,
+            ragstack_dot_v1_dot_ingest__pb2.ListLibrariesResponse.FromString,
             options,
             channel_credentials,
             insecure,

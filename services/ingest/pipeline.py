@@ -284,6 +284,9 @@ class IngestPipeline:
         summary.failures.append(f"{source}: {reason}")
         return FileProgress(source, FileStage.FAILED, index, total, document_id, 0, reason)
 
+    def libraries(self) -> list[tuple[str, int, int, str]]:
+        return self._catalog.libraries()
+
     def list_documents(self, library: str) -> list[Document]:
         return self._catalog.list(library)
 

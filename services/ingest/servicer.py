@@ -61,6 +61,24 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         docs = self._pipeline.list_documents(library_name(request.library, self._default_library))
         return ingest_pb2.ListDocumentsResponse(documents=[convert.document_to_pb(x) for x in docs])
 
+    async def ListLibraries(
+        self, request: ingest_pb2.ListLibrariesRequest, context: grpc.aio.ServicerContext
+    ) -> ingest_pb2.ListLibrariesResponse:
+        with_docs = {name: (docs, chunks, at) for name, docs, chunks, at in self._pipeline.libraries()}
+        attached = self._databases.attached_counts() if self._databases is not None else {}
+        return ingest_pb2.ListLibrariesResponse(
+            libraries=[
+                ingest_pb2.Library(
+                    name=name,
+                    documents=with_docs.get(name, (0, 0, ""))[0],
+                    chunks=with_docs.get(name, (0, 0, ""))[1],
+                    updated_at=with_docs.get(name, (0, 0, ""))[2],
+                    databases=attached.get(name, 0),
+                )
+                for name in sorted(set(with_docs) | set(attached))
+            ]
+        )
+
     async def GetDocument(
         self, request: ingest_pb2.GetDocumentRequest, context: grpc.aio.ServicerContext
     ) -> ingest_pb2.GetDocumentResponse:

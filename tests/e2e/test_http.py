@@ -138,3 +138,34 @@ async def test_databases_over_http(stack, tmp_path) -> None:  # type: ignore[no-
         assert gone.status_code == 200
         again = await client.delete("/v1/databases/shop", params={"library": "http-sql"})
         assert again.status_code == 404 and again.json()["error"]["code"] == "NOT_FOUND"
+
+
+async def test_libraries_and_ingest_by_url(stack, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import threading
+    from functools import partial
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    (tmp_path / "index.html").write_text(
+        "<html><head><title>Capybaras</title></head><body><main><h1>Capybaras</h1>"
+        "<p>The capybara is the largest living rodent, native to South America.</p></main></body></html>"
+    )
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+    site = ThreadingHTTPServer(("127.0.0.1", 0), partial(Quiet, directory=str(tmp_path)))
+    threading.Thread(target=site.serve_forever, daemon=True).start()
+    try:
+        async with httpx.AsyncClient(base_url=stack.gateway_url, timeout=120) as client:
+            url = f"http://127.0.0.1:{site.server_address[1]}/index.html"
+            events = await _sse(client, "/v1/ingest", data={"urls": [url], "library": "web"})
+            assert events[-1][0] == "summary" and events[-1][1]["indexed"] == 1, events
+            nothing = await client.post("/v1/ingest", data={"library": "web"})
+            assert nothing.status_code == 400 and "files" in nothing.json()["error"]["message"]
+            libraries = {x["name"]: x for x in (await client.get("/v1/libraries")).json()["libraries"]}
+            assert libraries["default"]["documents"] == 12 and libraries["default"]["chunks"] > 12
+            assert libraries["web"]["documents"] == 1 and libraries["web"]["updated_at"]
+    finally:
+        site.shutdown()
+        site.server_close()
