@@ -161,6 +161,18 @@ class GenerationConfig(_Strict):
     recall_threshold: float = Field(
         0.9, ge=0, le=1, description="Agent: cosine similarity at which an earlier question is recalled."
     )
+    evidence_grader: Literal["score", "llm"] = Field(
+        "score",
+        description="Agent: grade each retrieval from the scoring signals, or by one structured LLM call "
+        "when an LLM is reachable (the scores otherwise).",
+    )
+    llm_rewrite: bool = Field(
+        True,
+        description="Agent: rewrite follow-ups by one structured LLM call when reachable (else heuristics).",
+    )
+    read_neighbours: bool = Field(
+        True, description="Agent: after evidence graded ambiguous, read the hits' neighbouring chunks once."
+    )
 
 
 class VerifyConfig(_Strict):

@@ -21,6 +21,7 @@ from ragstack.telemetry import REQUEST_ID, current_trace_id
 from ragstack.traces import TraceStore
 from services.agent import generate, grading
 from services.agent.classify import classify
+from services.agent.llm_steps import llm_grade, llm_standalone
 from services.agent.router import aggregate, route
 from services.agent.sessions import Memory, SessionInfo, SessionStore, check_session_id, standalone
 from services.agent.sql_tool import SqlOutcome, query_databases
@@ -50,7 +51,14 @@ def _interleave(lists: Sequence[Sequence[d.SearchHit]], limit: int) -> list[d.Se
 
 class RetrieverPort(Protocol):
     async def search(
-        self, query: str, library: str, top_k: int, mode: d.SearchMode, where: d.SearchFilter | None = None
+        self,
+        query: str,
+        library: str,
+        top_k: int,
+        mode: d.SearchMode,
+        where: d.SearchFilter | None = None,
+        *,
+        expand_context: bool = False,
     ) -> tuple[list[d.SearchHit], d.SearchMode]: ...
     async def score(self, query: str, texts: Sequence[str]) -> list[float]: ...
     async def databases(self, library: str, question: str = "") -> list[d.Database]: ...
@@ -151,7 +159,13 @@ class Agent:
 
         asked = question  # the generator sees the question as asked; retrieval the standalone one
         if record["session_id"] and self._sessions is not None:
-            question = standalone(asked, self._sessions.recent(record["session_id"]))
+            turns = self._sessions.recent(record["session_id"])
+            question = standalone(asked, turns)
+            record["rewrite"] = "heuristic" if question != asked else "none"
+            if turns and self._gen.llm_rewrite and await self._llm.available():
+                rewritten = await llm_standalone(self._llm, asked, turns, self._gen.route_timeout_s)
+                if rewritten:
+                    question, record["rewrite"] = rewritten, "llm"
         record["standalone_question"] = question
         chosen, databases = await self._route(question, mode, library)
         if chosen.top_k and not record["top_k_requested"]:
@@ -349,6 +363,7 @@ class Agent:
             )
         budget = max(self._gen.max_steps, len(queue))
         tried: dict[str, set[d.SearchMode]] = {}
+        widened: set[str] = set()
         steps: list[tuple[list[d.SearchHit], str]] = []
         while queue and budget > 0:
             query, mode, asked, hint, where = queue.pop(0)
@@ -362,8 +377,7 @@ class Agent:
                 took = (self._clock() - t0) * 1000
             tried.setdefault(asked, set()).add(ran)
             args = {"query": query, "library": library, "top_k": top_k, "mode": ran.value}
-            score = grading.evidence_score(asked, hits, await self._semantic(asked, hits))
-            grade = grading.grade(score)
+            score, grade, grader = await self._grade(asked, hits)
             record["tool_calls"].append(
                 {
                     "tool": "search",
@@ -381,10 +395,39 @@ class Agent:
                     ],
                 }
             )
-            record["grades"].append({"query": query, "grade": grade, "score": score})
+            record["grades"].append({"query": query, "grade": grade, "score": score, "grader": grader})
             yield d.ToolCallEvent("search", json.dumps(args), len(hits), took)
             yield d.EvidenceEvent(tuple(hits), grade, score)
             steps.append((hits, grade))
+            if (
+                grade == grading.AMBIGUOUS
+                and self._gen.read_neighbours
+                and budget > 0
+                and asked not in widened
+            ):
+                # Related but not answering: the passages around the hits may hold the rest.
+                widened.add(asked)
+                budget -= 1
+                t0 = self._clock()
+                wider, _ = await self._retriever.search(
+                    query, library, top_k, ran, where, expand_context=True
+                )
+                wider = [replace(h, chunk=replace(h.chunk, text=h.context or h.chunk.text)) for h in wider]
+                took = (self._clock() - t0) * 1000
+                score2, grade2, grader = await self._grade(asked, wider)
+                record["tool_calls"].append(
+                    {
+                        "tool": "read_neighbours",
+                        "arguments": args,
+                        "result_count": len(wider),
+                        "took_ms": round(took, 1),
+                    }
+                )
+                record["grades"].append({"query": query, "grade": grade2, "score": score2, "grader": grader})
+                yield d.ToolCallEvent("read_neighbours", json.dumps(args), len(wider), took)
+                yield d.EvidenceEvent(tuple(wider), grade2, score2)
+                if score2 > score:
+                    steps[-1] = (wider, grade2)
             if grade == grading.INCORRECT and chosen.classifier != "explicit":
                 retry = grading.corrective(asked, ran, tried[asked])
                 if retry is not None:
@@ -410,6 +453,16 @@ class Agent:
         found.grade = grading.grade(found.score)
         if len(steps) > 1:  # the evidence as a whole, graded against the whole question
             yield d.EvidenceEvent(tuple(found.hits), found.grade, found.score)
+
+    async def _grade(self, question: str, hits: Sequence[d.SearchHit]) -> tuple[float, str, str]:
+        """(score, grade, grader): by the LLM when `generation.evidence_grader` says so and one
+        answers in time and on schema; from the scoring signals otherwise."""
+        if self._gen.evidence_grader == "llm" and hits and await self._llm.available():
+            judged = await llm_grade(self._llm, question, hits, self._gen.route_timeout_s)
+            if judged is not None:
+                return round(judged.score, 4), judged.grade, "llm"
+        score = grading.evidence_score(question, hits, await self._semantic(question, hits))
+        return score, grading.grade(score), "score"
 
     async def _recall(self, question: str, library: str, record: dict[str, Any]) -> Memory | None:
         """The most similar question answered before in this library (any session), when it is

@@ -59,7 +59,9 @@ class FixedRetriever:
         vectors = self.embedder.embed([query, *texts])
         return [float(x) for x in vectors[1:] @ vectors[0]]
 
-    async def search(self, query: str, library: str, top_k: int, mode: d.SearchMode, where=None):  # type: ignore[no-untyped-def]
+    async def search(
+        self, query: str, library: str, top_k: int, mode: d.SearchMode, where=None, expand_context=False
+    ):  # type: ignore[no-untyped-def]
         self.calls.append((query, mode))
         return HITS[:top_k], mode
 
