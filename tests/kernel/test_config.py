@@ -64,3 +64,24 @@ def test_example_config_matches_the_schema() -> None:
     example = Path(__file__).resolve().parents[2] / "ragstack.example.yaml"
     cfg = load_config(example, {})
     assert cfg.library == "default"
+
+
+def test_the_example_config_lists_every_key() -> None:
+    """ragstack.example.yaml is the reference of every setting: none may be left out of it."""
+    import yaml
+    from pydantic import BaseModel
+
+    from ragstack.config import Config
+
+    example = yaml.safe_load((Path(__file__).resolve().parents[2] / "ragstack.example.yaml").read_text())
+
+    def missing(model: type[BaseModel], given: dict, path: str) -> list[str]:
+        out = []
+        for name, info in model.model_fields.items():
+            if name not in given:
+                out.append(f"{path}{name}")
+            elif isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
+                out += missing(info.annotation, given[name] or {}, f"{path}{name}.")
+        return out
+
+    assert missing(Config, example, "") == []
