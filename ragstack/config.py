@@ -161,6 +161,13 @@ class GenerationConfig(_Strict):
     recall_threshold: float = Field(
         0.9, ge=0, le=1, description="Agent: cosine similarity at which an earlier question is recalled."
     )
+    multi_hop_top_k: int = Field(
+        15,
+        ge=0,
+        le=100,
+        description="Agent, heuristic route: hits per search for a question that chains facts (two names "
+        "or more, or a clause about something it only describes); 0 keeps retrieve.top_k.",
+    )
     evidence_grader: Literal["score", "llm"] = Field(
         "score",
         description="Agent: grade each retrieval from the scoring signals, or by one structured LLM call "

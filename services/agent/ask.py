@@ -325,7 +325,8 @@ class Agent:
                 ), []
         wants = mode == d.SearchMode.SQL or (mode == d.SearchMode.AUTO and aggregate(question))
         databases = await self._databases(library, question) if wants else []
-        return route(question, mode, has_databases=bool(databases)), databases
+        chosen = route(question, mode, bool(databases), self._gen.multi_hop_top_k)
+        return chosen, databases
 
     async def _databases(self, library: str, question: str) -> list[d.Database]:
         try:

@@ -73,7 +73,23 @@ def aggregate(question: str) -> bool:
     return bool(_AGGREGATE.search(question))
 
 
-def route(question: str, requested: SearchMode, has_databases: bool = False) -> RouteEvent:
+# A question that chains facts: a clause about someone or something inside it, or two names or more.
+_CLAUSE = re.compile(r"\b(?:who|which|that|whose)\b", re.IGNORECASE)
+
+
+def multi_hop(question: str) -> bool:
+    """Whether answering needs more than one passage: two names or more ("Were A and B ..."), or a
+    fact about something the question only describes ("the band whose drummer ...")."""
+    body = question.strip().split(" ", 1)[1] if " " in question.strip() else question
+    names = {m.group(0) for m in re.finditer(_NAME, body) if len(m.group(0)) > 1}
+    return len(names) >= 2 or bool(_CLAUSE.search(body))
+
+
+def route(
+    question: str, requested: SearchMode, has_databases: bool = False, multi_hop_top_k: int = 0
+) -> RouteEvent:
+    """The heuristic route. `multi_hop_top_k`: hits per search for a question that chains facts
+    (0 keeps the configured number)."""
     if requested != SearchMode.AUTO:
         return RouteEvent(requested, "explicit", "mode set by the request")
     sides = comparison(question)
@@ -96,6 +112,13 @@ def route(question: str, requested: SearchMode, has_databases: bool = False) -> 
         )
     if _IDENTIFIER.search(question) and len(words) <= 6:
         return RouteEvent(SearchMode.LEXICAL, "heuristic", "short query around an exact identifier")
+    if multi_hop_top_k and multi_hop(question):
+        return RouteEvent(
+            SearchMode.HYBRID,
+            "heuristic",
+            "a question that chains facts: lexical and dense fused, more passages read",
+            top_k=multi_hop_top_k,
+        )
     return RouteEvent(SearchMode.HYBRID, "heuristic", "general question: lexical and dense fused")
 
 
