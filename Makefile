@@ -10,7 +10,7 @@ export TRANSFORMERS_OFFLINE := 1
 
 DATA    ?= ../shared/data
 
-.PHONY: help install models test-llm node-client protos check-protos lint typecheck test test-fast demo serve eval bench bench-deps clean
+.PHONY: help install models test-llm node-client deploy-check protos check-protos lint typecheck test test-fast demo serve eval bench bench-deps clean
 
 help:  ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -37,6 +37,9 @@ node-client: clients/node/node_modules/.package-lock.json  ## the Node.js exampl
 clients/node/node_modules/.package-lock.json: clients/node/package.json clients/node/package-lock.json
 	cd clients/node && npm ci --ignore-scripts --no-audit --no-fund
 
+deploy-check:  ## deploy/: render the Kustomize overlays, validate (schemas, checkov, hadolint), check Compose
+	deploy/check.sh
+
 protos: $(STAMP)  ## regenerate the gRPC stubs in ragstack/v1 from proto/
 	scripts/gen_protos.sh
 
@@ -56,7 +59,7 @@ lint: $(STAMP)  ## ruff, buf lint, and buf breaking against main
 typecheck: $(STAMP)  ## mypy on hand-written code (generated stubs excluded)
 	$(BIN)/mypy
 
-test: install test-llm node-client check-protos lint typecheck  ## everything CI runs: set up, check stubs, lint, types, tests
+test: install test-llm node-client check-protos lint typecheck deploy-check  ## everything CI runs: set up, check stubs, lint, types, tests
 	$(BIN)/pytest -q
 
 test-fast: install node-client  ## the tests only, without the slow ones (those with the real test LLM among them)
@@ -92,4 +95,4 @@ bench: install bench-deps  ## the README's speed figures (run `make eval` first:
 	$(BIN)/ragstack bench ann $(DATA)/scifact --split train
 
 clean:  ## remove environments, exported models and local stores
-	rm -rf $(VENV) .venv-export models .ragstack
+	rm -rf $(VENV) .venv-export .venv-deploy models .ragstack

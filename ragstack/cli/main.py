@@ -68,9 +68,9 @@ def _run(coro: Any) -> Any:
 @click.option(
     "--service",
     "service",
-    type=click.Choice(SERVICE_NAMES),
+    type=click.Choice([*SERVICE_NAMES, "gateway"]),
     default=None,
-    help="Run only this service; its peers' addresses come from the config.",
+    help="Run only this service (or only the gateway); its peers' addresses come from the config.",
 )
 @click.option("--no-gateway", is_flag=True, help="Do not start the HTTP gateway (embedded mode).")
 @click.pass_context
@@ -81,8 +81,8 @@ def serve(ctx: click.Context, service: str | None, no_gateway: bool) -> None:
 
     cfg = _config(ctx)
     setup_logging(logging.INFO, cfg.telemetry.log_format)
-    services = [service] if service else list(START_ORDER)
-    gateway = service is None and not no_gateway
+    services = list(START_ORDER) if service is None else [s for s in (service,) if s != "gateway"]
+    gateway = service == "gateway" or (service is None and not no_gateway)
 
     def ready(stack: Stack) -> None:
         for name, server in stack.servers.items():

@@ -49,6 +49,8 @@ def test_no_server_errors_under_fuzzing(tmp_path: Path) -> None:
                 "1",
                 "--request-timeout",
                 "60",
+                "--generation-database",
+                "none",
             ],
             capture_output=True,
             text=True,
