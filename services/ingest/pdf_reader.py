@@ -34,6 +34,8 @@ class Line:
     height: float
     top: float
     bottom: float
+    left: float = 0.0  # horizontal position, where known (not for OCR lines): tables need it
+    right: float = 0.0
 
 
 @functools.cache
@@ -70,7 +72,7 @@ def lines(name: str, data: bytes) -> tuple[list[Line], int]:
         prov = item.prov[0]
         box = prov.bbox
         top, bottom = max(box.t, box.b), min(box.t, box.b)
-        out.append(Line(prov.page_no, text, top - bottom, top, bottom))
+        out.append(Line(prov.page_no, text, top - bottom, top, bottom, box.l, box.r))
     return out, len(doc.pages)
 
 
@@ -127,7 +129,14 @@ def to_markdown(all_lines: list[Line], pages: int) -> str:
                 out.append("")
                 pending_heading = None
 
-        for line in by_page.get(page, []):
+        for item in _with_tables(by_page.get(page, [])):
+            if isinstance(item, str):  # a table, already Markdown
+                flush_heading()
+                flush_paragraph()
+                out.extend([item, ""])
+                previous = None
+                continue
+            line = item
             size = round(line.height)
             if _is_heading(line, body) and size in level:
                 flush_paragraph()
@@ -150,6 +159,84 @@ def to_markdown(all_lines: list[Line], pages: int) -> str:
         flush_heading()
         flush_paragraph()
     return "\n".join(out).strip() + "\n"
+
+
+MAX_CELL_CHARS = 40  # table cells are short; two columns of prose side by side are not a table
+MIN_TABLE_ROWS = 3  # rows of two cells or more that make a table
+COLUMN_GAP = 6.0  # points between the left edges of two different columns
+
+
+def _with_tables(page: list[Line]) -> list[Line | str]:
+    """The page's lines, with each run of rows that look like a table replaced by a Markdown table.
+    A row is a band of lines side by side (their vertical extents overlap); a table is a run of rows
+    of short cells, at least MIN_TABLE_ROWS of them with two cells or more (a row the parser merged
+    into one cell of figures stays inside it). Columns come from the cells' left edges."""
+    bands: list[list[Line]] = []
+    for line in page:
+        band = next((b for b in reversed(bands[-3:]) if any(_same_row(x, line) for x in b)), None)
+        if band is not None and line.right > 0:
+            band.append(line)
+        else:
+            bands.append([line])
+    out: list[Line | str] = []
+    run: list[list[Line]] = []
+
+    def flush() -> None:
+        while run and len(run[-1]) < 2:  # a trailing line of figures belongs to the text after it
+            tail = run.pop()
+            flush()
+            out.extend(tail)
+            return
+        if sum(len(r) >= 2 for r in run) >= MIN_TABLE_ROWS:
+            out.append(_markdown_table(run))
+        else:
+            out.extend(line for band in run for line in band)
+        run.clear()
+
+    for band in bands:
+        cells = sorted(band, key=lambda ln: ln.left)
+        short = all(len(c.text) <= MAX_CELL_CHARS for c in cells) and cells[0].right > 0
+        figures = len(cells) == 1 and sum(ch.isdigit() for ch in cells[0].text) >= 0.3 * len(cells[0].text)
+        if short and (len(cells) >= 2 or (figures and run)):
+            run.append(cells)
+            continue
+        flush()
+        out.extend(band)
+    flush()
+    return out
+
+
+def _same_row(a: Line, b: Line) -> bool:
+    overlap = min(a.top, b.top) - max(a.bottom, b.bottom)
+    return overlap >= 0.3 * min(a.height, b.height) > 0
+
+
+def _markdown_table(rows: list[list[Line]]) -> str:
+    lefts = sorted(c.left for row in rows for c in row)
+    anchors = [lefts[0]]
+    for x in lefts[1:]:
+        if x - anchors[-1] > COLUMN_GAP:
+            anchors.append(x)
+    grid = []
+    for row in rows:
+        cells = [""] * len(anchors)
+        for c in sorted(row, key=lambda ln: (-ln.top, ln.left)):
+            col = max(i for i, x in enumerate(anchors) if x <= c.left + COLUMN_GAP / 2)
+            cells[col] = f"{cells[col]} {c.text}".strip()
+        grid.append(cells)
+    # Centred headers start left of their figures: neighbouring columns that no row fills both of
+    # are one column.
+    columns = [[r[i] for r in grid] for i in range(len(anchors)) if any(r[i] for r in grid)]
+    merged = [columns[0]]
+    for col in columns[1:]:
+        if any(a and b for a, b in zip(merged[-1], col, strict=True)):
+            merged.append(col)
+        else:
+            merged[-1] = [a or b for a, b in zip(merged[-1], col, strict=True)]
+    rows_out = list(zip(*merged, strict=True))
+    lines = ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows_out]
+    lines.insert(1, "|" + " --- |" * len(merged))
+    return "\n".join(lines)
 
 
 def _is_heading(line: Line, body: float) -> bool:

@@ -68,6 +68,21 @@ def test_pdf_pages_and_headings() -> None:
     assert any(c.heading_path[-1] == "Formula" for c in code)
 
 
+def test_pdf_tables_are_recovered_from_positions() -> None:
+    """The native parser gives a table as loose lines; their positions make it a table again, its
+    rows whole in one chunk, while prose pages get none."""
+    chunks = chunks_of("pdf/2305.03393v1-pg9.pdf")
+    table = next(c for c in chunks if "| --- |" in c.text)
+    rows = [line for line in table.text.splitlines() if line.startswith("|")]
+    assert any("enc-layers" in r and "Inference time (secs)" in r for r in rows)
+    assert "| 6 | 6 | OTSL 0.965 0.934 0.955 0.88 |" in table.text and "| 5.39 |" in table.text
+    assert table.pages == (1,)
+    korean = " ".join(c.text for c in chunks_of("pdf/normal_4pages.pdf"))
+    assert "| 구분 | 개정전 |" in korean
+    for prose in ("pdf/multi_page.pdf", "pdf/code_and_formula.pdf", "pdf/amt_handbook_sample.pdf"):
+        assert not any("| --- |" in c.text for c in chunks_of(prose)), prose
+
+
 def test_docx_headings_become_paths() -> None:
     paths = {c.heading_path for c in chunks_of("docx/unit_test_headers.docx")}
     assert any(p[:2] == ("Test Document", "Section 1") for p in paths)
