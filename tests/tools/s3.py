@@ -1,0 +1,37 @@
+"""A real S3-compatible server for tests: moto's, in a thread on a free loopback port."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+
+@contextmanager
+def s3_bucket(bucket: str = "ragstack") -> Iterator[tuple[str, dict[str, Any]]]:
+    """(s3:// URL of an empty bucket, the storage options that reach it: LanceDB's keys)."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        options = {
+            "aws_endpoint": endpoint,
+            "aws_access_key_id": "test",
+            "aws_secret_access_key": "test",
+            "aws_region": "us-east-1",
+            "allow_http": "true",
+        }
+        boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            aws_access_key_id="test",
+            aws_secret_access_key="test",
+            region_name="us-east-1",
+        ).create_bucket(Bucket=bucket)
+        yield f"s3://{bucket}", options
+    finally:
+        server.stop()
