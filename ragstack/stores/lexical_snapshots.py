@@ -35,8 +35,8 @@ def open_store(url: str, options: Mapping[str, Any] | None = None) -> Any:
     """An object store for `url` (s3://, gs://, az://, file:///), with LanceDB-style options
     (`aws_endpoint`, `aws_region`, `allow_http`, ...)."""
     options = dict(options or {})
-    client = {k: v for k, v in options.items() if k in _CLIENT_OPTIONS}
-    config = {k: v for k, v in options.items() if k not in _CLIENT_OPTIONS}
+    client: Any = {k: v for k, v in options.items() if k in _CLIENT_OPTIONS}
+    config: Any = {k: v for k, v in options.items() if k not in _CLIENT_OPTIONS}
     if url.startswith("file://"):
         Path(url.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
         return from_url(url)

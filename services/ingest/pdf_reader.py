@@ -228,11 +228,11 @@ def _markdown_table(rows: list[list[Line]]) -> str:
     # are one column.
     columns = [[r[i] for r in grid] for i in range(len(anchors)) if any(r[i] for r in grid)]
     merged = [columns[0]]
-    for col in columns[1:]:
-        if any(a and b for a, b in zip(merged[-1], col, strict=True)):
-            merged.append(col)
+    for column in columns[1:]:
+        if any(a and b for a, b in zip(merged[-1], column, strict=True)):
+            merged.append(column)
         else:
-            merged[-1] = [a or b for a, b in zip(merged[-1], col, strict=True)]
+            merged[-1] = [a or b for a, b in zip(merged[-1], column, strict=True)]
     rows_out = list(zip(*merged, strict=True))
     lines = ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows_out]
     lines.insert(1, "|" + " --- |" * len(merged))
