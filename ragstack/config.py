@@ -221,6 +221,33 @@ class SqlConfig(_Strict):
     answer_rows: int = Field(20, ge=1, le=200, description="Agent: rows of a result an answer lists.")
 
 
+class StorageConfig(_Strict):
+    """Where the stores live beyond one machine: LanceDB on object storage, and lexical index
+    snapshots that ingest publishes there for any number of retrieve replicas (deploy/README.md)."""
+
+    lancedb_uri: str = Field(
+        "",
+        description="Where the LanceDB tables live: empty is <data_dir>/lancedb; s3://bucket/prefix, "
+        "gs://bucket/prefix or az://container/prefix to share them between machines.",
+    )
+    options: dict[str, str] = Field(
+        default_factory=dict,
+        description="Object store options, LanceDB's keys (aws_endpoint, aws_region, allow_http, ...); "
+        "credentials are best left to the environment (AWS_ACCESS_KEY_ID, ...).",
+    )
+    lexical_snapshots: str = Field(
+        "",
+        description="Object store URL (s3://, gs://, az://, file:///) where ingest publishes the lexical "
+        "index after each commit and retrieve reads it; empty: the shared <data_dir>/tantivy.",
+    )
+    snapshot_poll_s: float = Field(
+        5.0, gt=0, description="How often a retrieve replica looks for a new snapshot."
+    )
+
+    def lancedb(self, data_dir: Path) -> Path | str:
+        return self.lancedb_uri or data_dir / "lancedb"
+
+
 class LLMConfig(_Strict):
     enabled: bool = Field(True, description="Use Ollama when reachable; false forces the offline paths.")
     host: str = Field("http://127.0.0.1:11434", description="Ollama's base URL.")
@@ -294,6 +321,7 @@ class Config(_Strict):
     verify: VerifyConfig = VerifyConfig()
     llm: LLMConfig = LLMConfig()
     sql: SqlConfig = SqlConfig()
+    storage: StorageConfig = StorageConfig()
     deadlines: DeadlinesConfig = DeadlinesConfig()
     gateway: GatewayConfig = GatewayConfig()
     telemetry: TelemetryConfig = TelemetryConfig()

@@ -31,6 +31,10 @@ class TraceNotFound(NotFound):
         super().__init__(f"trace {trace_id!r} not found")
 
 
+class AlreadyExists(RagstackError):
+    code = "ALREADY_EXISTS"
+
+
 class UnsupportedFormat(InvalidArgument):
     pass
 

@@ -15,7 +15,7 @@ from ragstack.stores.graph import GraphStore
 
 
 def open_graph(cfg: Config) -> GraphStore:
-    return GraphStore(cfg.data_dir / "lancedb")
+    return GraphStore(cfg.storage.lancedb(cfg.data_dir), storage_options=cfg.storage.options)
 
 
 def graph_stats(store: GraphStore, library: str) -> dict[str, Any]:

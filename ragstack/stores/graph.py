@@ -8,8 +8,7 @@ versioned by LanceDB; readers rebuild their in-memory graph only when a version 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
-from datetime import timedelta
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from ragstack.knowledge_graph import Community, EntityMention, KnowledgeGraph, Relation
+from ragstack.stores.location import connect_lancedb
 from ragstack.stores.vectors import sql_str
 
 ENTITIES, RELATIONS, COMMUNITIES = "graph_entities", "graph_relations", "graph_communities"
@@ -64,14 +64,16 @@ def _community_schema(dimension: int) -> pa.Schema:
 
 
 class GraphStore:
-    def __init__(self, path: Path, dimension: int = 0, writer: bool = False) -> None:
-        """`dimension`: of the summary vectors; a writer needs it to create the tables."""
-        import lancedb
-
-        path.mkdir(parents=True, exist_ok=True)
-        self._db = lancedb.connect(
-            str(path), read_consistency_interval=None if writer else timedelta(seconds=0)
-        )
+    def __init__(
+        self,
+        path: Path | str,
+        dimension: int = 0,
+        writer: bool = False,
+        storage_options: Mapping[str, str] | None = None,
+    ) -> None:
+        """`dimension`: of the summary vectors; a writer needs it to create the tables. `path`: a
+        folder or an object store URL (storage.lancedb_uri)."""
+        self._db = connect_lancedb(path, writer, storage_options)
         self.dimension = dimension
         self._schemas = {
             ENTITIES: _ENTITY_SCHEMA,

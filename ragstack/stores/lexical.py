@@ -10,6 +10,7 @@ from typing import Any
 
 from ragstack.domain import Chunk, PageText, SearchFilter, heading_key
 from ragstack.errors import RagstackError
+from ragstack.stores.lexical_snapshots import SnapshotPublisher, SnapshotReader
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -54,15 +55,27 @@ def query_terms(text: str) -> list[str]:
 
 
 class LexicalStore:
-    def __init__(self, path: Path, writer: bool = False, heading_boost: float = 0.5) -> None:
+    def __init__(
+        self,
+        path: Path,
+        writer: bool = False,
+        heading_boost: float = 0.5,
+        publisher: SnapshotPublisher | None = None,
+        snapshots: SnapshotReader | None = None,
+    ) -> None:
         """`heading_boost` weighs matches in the heading path (which starts with the title) against
         matches in the text (1.0). Measured on SciFact and HotpotQA: 0.5 beats 0 and 1; above 1,
-        titles drown the text (README, retrieval results)."""
+        titles drown the text (README, retrieval results). Beyond one machine: the writer publishes
+        every commit with `publisher`; a reader with `snapshots` searches the newest published
+        generation instead of `path` (storage.lexical_snapshots)."""
         import tantivy
 
         path.mkdir(parents=True, exist_ok=True)
         self._schema = _schema()
         self._boosts = {"heading": heading_boost, "text": 1.0}
+        self._publisher = publisher
+        self._snapshots = snapshots
+        self._generation = 0
         self._index = tantivy.Index(self._schema, path=str(path), reuse=True)
         self._writer = None
         if writer:
@@ -129,7 +142,7 @@ class LexicalStore:
                     meta=json.dumps({"page": p.page}),
                 )
             )
-        self._writer.commit()
+        self._commit()
 
     def close(self) -> None:
         """Releases the writer and its lock (after background merges), so another writer may open."""
@@ -140,7 +153,29 @@ class LexicalStore:
     def delete_document(self, library: str, document_id: str) -> None:
         assert self._writer is not None, "read-only LexicalStore"
         self._writer.delete_documents_by_term("doc_key", doc_key(library, document_id))
+        self._commit()
+
+    def _commit(self) -> None:
+        assert self._writer is not None
         self._writer.commit()
+        if self._publisher is not None:
+            self._publisher.publish()
+
+    def _refresh(self) -> bool:
+        """Sees the latest commit: reloads, or opens the newest published generation. False when
+        there is nothing to search yet."""
+        import tantivy
+
+        if self._snapshots is None:
+            self._index.reload()
+            return True
+        generation, folder = self._snapshots.latest()
+        if folder is None:
+            return False
+        if generation != self._generation:
+            self._index = tantivy.Index(self._schema, path=str(folder), reuse=True)
+            self._generation = generation
+        return True
 
     def search(
         self, query: str, library: str, k: int, where: SearchFilter | None = None
@@ -185,7 +220,8 @@ class LexicalStore:
         terms = query_terms(query)
         if not terms:
             return []
-        self._index.reload()
+        if not self._refresh():
+            return []
         text_query = self._index.parse_query(" ".join(terms), list(self._boosts), field_boosts=self._boosts)
         clauses = [
             (tantivy.Occur.Must, text_query),

@@ -26,7 +26,6 @@ from obstore.store import from_url
 from ragstack.errors import Unavailable
 
 _PER_GENERATION = ("meta.json", ".managed.json")  # rewritten by every commit
-_SKIP = (".tantivy-writer.lock", ".tantivy-meta.lock")
 # Options that tune the HTTP client rather than name credentials or endpoints.
 _CLIENT_OPTIONS = {"allow_http", "allow_invalid_certificates", "timeout", "connect_timeout", "proxy_url"}
 
@@ -58,26 +57,36 @@ class SnapshotPublisher:
         self._store = store
 
     def publish(self) -> int:
+        """Publishes the last commit. Its `meta.json` is read first and names the segments, so a
+        merge finishing meanwhile cannot slip in a file the commit does not use; a file a merge
+        removed meanwhile makes it try again with the newer commit."""
+        for attempt in range(3):
+            try:
+                return self._publish()
+            except FileNotFoundError:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _publish(self) -> int:
+        meta = (self._dir / "meta.json").read_bytes()
+        managed_file = self._dir / ".managed.json"
+        managed = managed_file.read_bytes() if managed_file.exists() else b""
+        segments = {s["segment_id"].replace("-", "") for s in json.loads(meta)["segments"]}
         names = sorted(
-            p.name
-            for p in self._dir.iterdir()
-            if p.is_file() and p.name not in _SKIP and not p.name.endswith(".lock")
+            p.name for p in self._dir.iterdir() if p.is_file() and p.name.split(".", 1)[0] in segments
         )
         present = {
             o["path"].removeprefix("files/") for o in obstore.list(self._store, prefix="files/").collect()
         }
         for name in names:
-            if name not in _PER_GENERATION and name not in present:
+            if name not in present:
                 obstore.put(self._store, f"files/{name}", (self._dir / name).read_bytes())
         generation = _current(self._store) + 1
-        for name in _PER_GENERATION:
-            if (self._dir / name).exists():
-                obstore.put(self._store, f"gen-{generation}/{name}", (self._dir / name).read_bytes())
-        manifest = {
-            "generation": generation,
-            "files": [n for n in names if n not in _PER_GENERATION],
-            "published_at": time.time(),
-        }
+        obstore.put(self._store, f"gen-{generation}/meta.json", meta)
+        if managed:
+            obstore.put(self._store, f"gen-{generation}/.managed.json", managed)
+        manifest = {"generation": generation, "files": names, "published_at": time.time()}
         try:  # claim the generation: a second publisher gets AlreadyExists here, never a mix
             obstore.put(
                 self._store, f"gen-{generation}/manifest.json", json.dumps(manifest).encode(), mode="create"

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from ragstack.domain import Chunk, SearchFilter, heading_key
+from ragstack.stores.location import connect_lancedb
 
 TABLE = "chunks"
 
@@ -152,23 +152,18 @@ class _Snapshot:
 class VectorStore:
     def __init__(
         self,
-        path: Path,
+        path: Path | str,
         dimension: int,
         writer: bool = False,
         memory_rows: int = 200_000,
         nprobes: int = 20,
         refine_factor: int = 10,
+        storage_options: Mapping[str, str] | None = None,
     ) -> None:
         """`memory_rows`: a library up to this many chunks is searched exactly from memory (loaded
         again whenever the table's version changes); larger ones are searched by LanceDB, through
         its ANN index with `nprobes` and `refine_factor` when one was built."""
-        import lancedb
-
-        path.mkdir(parents=True, exist_ok=True)
-        # Readers must see the writer's commits (another connection, maybe another process).
-        self._db = lancedb.connect(
-            str(path), read_consistency_interval=None if writer else timedelta(seconds=0)
-        )
+        self._db = connect_lancedb(path, writer, storage_options)
         self.dimension = dimension
         self._memory_rows = memory_rows
         self._nprobes = nprobes

@@ -194,3 +194,172 @@ class DeleteDocumentResponse(_message.Message):
     CHUNKS_REMOVED_FIELD_NUMBER: _ClassVar[int]
     chunks_removed: int
     def __init__(self, chunks_removed: _Optional[int] = ...) -> None: ...
+
+class StatsRequest(_message.Message):
+    __slots__ = ("library",)
+    LIBRARY_FIELD_NUMBER: _ClassVar[int]
+    library: str
+    def __init__(self, library: _Optional[str] = ...) -> None: ...
+
+class LibraryStats(_message.Message):
+    __slots__ = ("name", "documents", "chunks", "vector_chunks", "lexical_chunks", "lexical_pages", "media_types", "entities", "relations", "communities", "last_indexed_at")
+    class MediaTypesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    VECTOR_CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    LEXICAL_CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    LEXICAL_PAGES_FIELD_NUMBER: _ClassVar[int]
+    MEDIA_TYPES_FIELD_NUMBER: _ClassVar[int]
+    ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    RELATIONS_FIELD_NUMBER: _ClassVar[int]
+    COMMUNITIES_FIELD_NUMBER: _ClassVar[int]
+    LAST_INDEXED_AT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    documents: int
+    chunks: int
+    vector_chunks: int
+    lexical_chunks: int
+    lexical_pages: int
+    media_types: _containers.ScalarMap[str, int]
+    entities: int
+    relations: int
+    communities: int
+    last_indexed_at: str
+    def __init__(self, name: _Optional[str] = ..., documents: _Optional[int] = ..., chunks: _Optional[int] = ..., vector_chunks: _Optional[int] = ..., lexical_chunks: _Optional[int] = ..., lexical_pages: _Optional[int] = ..., media_types: _Optional[_Mapping[str, int]] = ..., entities: _Optional[int] = ..., relations: _Optional[int] = ..., communities: _Optional[int] = ..., last_indexed_at: _Optional[str] = ...) -> None: ...
+
+class StatsResponse(_message.Message):
+    __slots__ = ("libraries", "table_versions", "lancedb_bytes", "tantivy_bytes", "catalog_bytes", "snapshots_bytes", "snapshots")
+    class TableVersionsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    LIBRARIES_FIELD_NUMBER: _ClassVar[int]
+    TABLE_VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    LANCEDB_BYTES_FIELD_NUMBER: _ClassVar[int]
+    TANTIVY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CATALOG_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOTS_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOTS_FIELD_NUMBER: _ClassVar[int]
+    libraries: _containers.RepeatedCompositeFieldContainer[LibraryStats]
+    table_versions: _containers.ScalarMap[str, int]
+    lancedb_bytes: int
+    tantivy_bytes: int
+    catalog_bytes: int
+    snapshots_bytes: int
+    snapshots: int
+    def __init__(self, libraries: _Optional[_Iterable[_Union[LibraryStats, _Mapping]]] = ..., table_versions: _Optional[_Mapping[str, int]] = ..., lancedb_bytes: _Optional[int] = ..., tantivy_bytes: _Optional[int] = ..., catalog_bytes: _Optional[int] = ..., snapshots_bytes: _Optional[int] = ..., snapshots: _Optional[int] = ...) -> None: ...
+
+class Snapshot(_message.Message):
+    __slots__ = ("name", "created_at", "table_versions", "documents", "chunks", "bytes")
+    class TableVersionsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    TABLE_VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    created_at: str
+    table_versions: _containers.ScalarMap[str, int]
+    documents: int
+    chunks: int
+    bytes: int
+    def __init__(self, name: _Optional[str] = ..., created_at: _Optional[str] = ..., table_versions: _Optional[_Mapping[str, int]] = ..., documents: _Optional[int] = ..., chunks: _Optional[int] = ..., bytes: _Optional[int] = ...) -> None: ...
+
+class CreateSnapshotRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class CreateSnapshotResponse(_message.Message):
+    __slots__ = ("snapshot",)
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    snapshot: Snapshot
+    def __init__(self, snapshot: _Optional[_Union[Snapshot, _Mapping]] = ...) -> None: ...
+
+class ListSnapshotsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListSnapshotsResponse(_message.Message):
+    __slots__ = ("snapshots",)
+    SNAPSHOTS_FIELD_NUMBER: _ClassVar[int]
+    snapshots: _containers.RepeatedCompositeFieldContainer[Snapshot]
+    def __init__(self, snapshots: _Optional[_Iterable[_Union[Snapshot, _Mapping]]] = ...) -> None: ...
+
+class RestoreSnapshotRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class RestoreSnapshotResponse(_message.Message):
+    __slots__ = ("snapshot", "table_versions")
+    class TableVersionsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    TABLE_VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    snapshot: Snapshot
+    table_versions: _containers.ScalarMap[str, int]
+    def __init__(self, snapshot: _Optional[_Union[Snapshot, _Mapping]] = ..., table_versions: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
+class DeleteSnapshotRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class DeleteSnapshotResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class VacuumRequest(_message.Message):
+    __slots__ = ("older_than_days",)
+    OLDER_THAN_DAYS_FIELD_NUMBER: _ClassVar[int]
+    older_than_days: int
+    def __init__(self, older_than_days: _Optional[int] = ...) -> None: ...
+
+class VacuumResponse(_message.Message):
+    __slots__ = ("older_than_days", "versions_removed", "table_versions_removed", "fragments_compacted", "lancedb_bytes_freed", "tantivy_bytes_freed")
+    class TableVersionsRemovedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    OLDER_THAN_DAYS_FIELD_NUMBER: _ClassVar[int]
+    VERSIONS_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    TABLE_VERSIONS_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    FRAGMENTS_COMPACTED_FIELD_NUMBER: _ClassVar[int]
+    LANCEDB_BYTES_FREED_FIELD_NUMBER: _ClassVar[int]
+    TANTIVY_BYTES_FREED_FIELD_NUMBER: _ClassVar[int]
+    older_than_days: int
+    versions_removed: int
+    table_versions_removed: _containers.ScalarMap[str, int]
+    fragments_compacted: int
+    lancedb_bytes_freed: int
+    tantivy_bytes_freed: int
+    def __init__(self, older_than_days: _Optional[int] = ..., versions_removed: _Optional[int] = ..., table_versions_removed: _Optional[_Mapping[str, int]] = ..., fragments_compacted: _Optional[int] = ..., lancedb_bytes_freed: _Optional[int] = ..., tantivy_bytes_freed: _Optional[int] = ...) -> None: ...

@@ -70,6 +70,36 @@ class IngestServiceStub:
                 request_serializer=ragstack_dot_v1_dot_ingest__pb2.DetachDatabaseRequest.SerializeToString,
                 response_deserializer=ragstack_dot_v1_dot_ingest__pb2.DetachDatabaseResponse.FromString,
                 _registered_method=True)
+        self.Stats = channel.unary_unary(
+                '/ragstack.v1.IngestService/Stats',
+                request_serializer=ragstack_dot_v1_dot_ingest__pb2.StatsRequest.SerializeToString,
+                response_deserializer=ragstack_dot_v1_dot_ingest__pb2.StatsResponse.FromString,
+                _registered_method=True)
+        self.CreateSnapshot = channel.unary_unary(
+                '/ragstack.v1.IngestService/CreateSnapshot',
+                request_serializer=ragstack_dot_v1_dot_ingest__pb2.CreateSnapshotRequest.SerializeToString,
+                response_deserializer=ragstack_dot_v1_dot_ingest__pb2.CreateSnapshotResponse.FromString,
+                _registered_method=True)
+        self.ListSnapshots = channel.unary_unary(
+                '/ragstack.v1.IngestService/ListSnapshots',
+                request_serializer=ragstack_dot_v1_dot_ingest__pb2.ListSnapshotsRequest.SerializeToString,
+                response_deserializer=ragstack_dot_v1_dot_ingest__pb2.ListSnapshotsResponse.FromString,
+                _registered_method=True)
+        self.RestoreSnapshot = channel.unary_unary(
+                '/ragstack.v1.IngestService/RestoreSnapshot',
+                request_serializer=ragstack_dot_v1_dot_ingest__pb2.RestoreSnapshotRequest.SerializeToString,
+                response_deserializer=ragstack_dot_v1_dot_ingest__pb2.RestoreSnapshotResponse.FromString,
+                _registered_method=True)
+        self.DeleteSnapshot = channel.unary_unary(
+                '/ragstack.v1.IngestService/DeleteSnapshot',
+                request_serializer=ragstack_dot_v1_dot_ingest__pb2.DeleteSnapshotRequest.SerializeToString,
+                response_deserializer=ragstack_dot_v1_dot_ingest__pb2.DeleteSnapshotResponse.FromString,
+                _registered_method=True)
+        self.Vacuum = channel.unary_unary(
+                '/ragstack.v1.IngestService/Vacuum',
+                request_serializer=ragstack_dot_v1_dot_ingest__pb2.VacuumRequest.SerializeToString,
+                response_deserializer=ragstack_dot_v1_dot_ingest__pb2.VacuumResponse.FromString,
+                _registered_method=True)
 
 
 class IngestServiceServicer:
@@ -133,6 +163,60 @@ class IngestServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Stats(self, request, context):
+        """Per-library counts read from every store (catalog, LanceDB, tantivy, graph tables), so that
+        stores that disagree show, with the disk each store uses and the LanceDB table versions.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateSnapshot(self, request, context):
+        """Records the state of every store under a name, consistent across stores (taken between two
+        ingest batches): the version of each LanceDB table, pinned so that Vacuum keeps it, and
+        copies of the lexical index and of the catalog in `<data_dir>/snapshots/<name>`.
+        Errors: INVALID_ARGUMENT for a bad name; ALREADY_EXISTS when the name is taken.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSnapshots(self, request, context):
+        """Lists the snapshots, oldest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RestoreSnapshot(self, request, context):
+        """Puts every store back as the snapshot recorded it (between two ingest batches): each LanceDB
+        table to its pinned version, the lexical index and the catalog to their copies. Readers (the
+        retrieve service) see the restored state at their next search. An interrupted restore is
+        finished when the ingest service starts again. The snapshot itself is kept.
+        Errors: INVALID_ARGUMENT for a bad name; NOT_FOUND for an unknown one; FAILED_PRECONDITION
+        when the snapshot cannot be restored here (then nothing was changed).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteSnapshot(self, request, context):
+        """Deletes a snapshot: its pins on the LanceDB versions and its files. The stores are unchanged.
+        Errors: INVALID_ARGUMENT for a bad name; NOT_FOUND for an unknown one.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Vacuum(self, request, context):
+        """Removes the LanceDB table versions older than the retention window (the latest version and
+        those pinned by snapshots are kept), compacts small data files, and removes lexical index
+        files no longer used. Errors: INVALID_ARGUMENT for a negative window.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IngestServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -170,6 +254,36 @@ def add_IngestServiceServicer_to_server(servicer, server):
                     servicer.DetachDatabase,
                     request_deserializer=ragstack_dot_v1_dot_ingest__pb2.DetachDatabaseRequest.FromString,
                     response_serializer=ragstack_dot_v1_dot_ingest__pb2.DetachDatabaseResponse.SerializeToString,
+            ),
+            'Stats': grpc.unary_unary_rpc_method_handler(
+                    servicer.Stats,
+                    request_deserializer=ragstack_dot_v1_dot_ingest__pb2.StatsRequest.FromString,
+                    response_serializer=ragstack_dot_v1_dot_ingest__pb2.StatsResponse.SerializeToString,
+            ),
+            'CreateSnapshot': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateSnapshot,
+                    request_deserializer=ragstack_dot_v1_dot_ingest__pb2.CreateSnapshotRequest.FromString,
+                    response_serializer=ragstack_dot_v1_dot_ingest__pb2.CreateSnapshotResponse.SerializeToString,
+            ),
+            'ListSnapshots': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSnapshots,
+                    request_deserializer=ragstack_dot_v1_dot_ingest__pb2.ListSnapshotsRequest.FromString,
+                    response_serializer=ragstack_dot_v1_dot_ingest__pb2.ListSnapshotsResponse.SerializeToString,
+            ),
+            'RestoreSnapshot': grpc.unary_unary_rpc_method_handler(
+                    servicer.RestoreSnapshot,
+                    request_deserializer=ragstack_dot_v1_dot_ingest__pb2.RestoreSnapshotRequest.FromString,
+                    response_serializer=ragstack_dot_v1_dot_ingest__pb2.RestoreSnapshotResponse.SerializeToString,
+            ),
+            'DeleteSnapshot': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteSnapshot,
+                    request_deserializer=ragstack_dot_v1_dot_ingest__pb2.DeleteSnapshotRequest.FromString,
+                    response_serializer=ragstack_dot_v1_dot_ingest__pb2.DeleteSnapshotResponse.SerializeToString,
+            ),
+            'Vacuum': grpc.unary_unary_rpc_method_handler(
+                    servicer.Vacuum,
+                    request_deserializer=ragstack_dot_v1_dot_ingest__pb2.VacuumRequest.FromString,
+                    response_serializer=ragstack_dot_v1_dot_ingest__pb2.VacuumResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -362,6 +476,168 @@ class IngestService:
             '/ragstack.v1.IngestService/DetachDatabase',
             ragstack_dot_v1_dot_ingest__pb2.DetachDatabaseRequest.SerializeToString,
             ragstack_dot_v1_dot_ingest__pb2.DetachDatabaseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Stats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragstack.v1.IngestService/Stats',
+            ragstack_dot_v1_dot_ingest__pb2.StatsRequest.SerializeToString,
+            ragstack_dot_v1_dot_ingest__pb2.StatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateSnapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragstack.v1.IngestService/CreateSnapshot',
+            ragstack_dot_v1_dot_ingest__pb2.CreateSnapshotRequest.SerializeToString,
+            ragstack_dot_v1_dot_ingest__pb2.CreateSnapshotResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSnapshots(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragstack.v1.IngestService/ListSnapshots',
+            ragstack_dot_v1_dot_ingest__pb2.ListSnapshotsRequest.SerializeToString,
+            ragstack_dot_v1_dot_ingest__pb2.ListSnapshotsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RestoreSnapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragstack.v1.IngestService/RestoreSnapshot',
+            ragstack_dot_v1_dot_ingest__pb2.RestoreSnapshotRequest.SerializeToString,
+            ragstack_dot_v1_dot_ingest__pb2.RestoreSnapshotResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteSnapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragstack.v1.IngestService/DeleteSnapshot',
+            ragstack_dot_v1_dot_ingest__pb2.DeleteSnapshotRequest.SerializeToString,
+            ragstack_dot_v1_dot_ingest__pb2.DeleteSnapshotResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Vacuum(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragstack.v1.IngestService/Vacuum',
+            ragstack_dot_v1_dot_ingest__pb2.VacuumRequest.SerializeToString,
+            ragstack_dot_v1_dot_ingest__pb2.VacuumResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -11,6 +11,7 @@ from ragstack.stores.databases import DatabaseRegistry
 from ragstack.stores.graph import GraphStore
 from ragstack.stores.layout import check_layout
 from ragstack.stores.lexical import LexicalStore
+from ragstack.stores.lexical_snapshots import SnapshotPublisher, open_store
 from ragstack.stores.vectors import VectorStore
 from services.ingest.crawler import CrawlLimits
 from services.ingest.graph_extract import EntityExtractor
@@ -25,13 +26,21 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
     check_layout(cfg.data_dir)
     embedder = res.embedder
     catalog = Catalog(cfg.data_dir / "catalog.sqlite")
-    lexical = LexicalStore(cfg.data_dir / "tantivy" / "chunks", writer=True)
+    lancedb_at, options = cfg.storage.lancedb(cfg.data_dir), cfg.storage.options
+    publisher = None
+    if cfg.storage.lexical_snapshots:  # replicas elsewhere read the index from object storage
+        publisher = SnapshotPublisher(
+            cfg.data_dir / "tantivy" / "chunks", open_store(cfg.storage.lexical_snapshots, options)
+        )
+    lexical = LexicalStore(cfg.data_dir / "tantivy" / "chunks", writer=True, publisher=publisher)
+    if publisher is not None:
+        publisher.publish()  # what is already indexed, for replicas that start before the next batch
     graph = None
     if cfg.ingest.graph:
         llm = res.llm if cfg.ingest.graph_llm and cfg.llm.enabled else None
         offline = EntityExtractor()
         graph = GraphIndex(
-            GraphStore(cfg.data_dir / "lancedb", embedder.dimension, writer=True),
+            GraphStore(lancedb_at, embedder.dimension, writer=True, storage_options=options),
             LLMExtractor(llm, offline) if llm is not None else offline,
             embedder,
             seed=cfg.ingest.graph_seed,
@@ -40,7 +49,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         )
     pipeline = IngestPipeline(
         catalog=catalog,
-        vectors=VectorStore(cfg.data_dir / "lancedb", embedder.dimension, writer=True),
+        vectors=VectorStore(lancedb_at, embedder.dimension, writer=True, storage_options=options),
         lexical=lexical,
         embedder=embedder,
         chunk_tokens=cfg.ingest.chunk_tokens,

@@ -11,6 +11,7 @@ from ragstack.stores.databases import DatabaseRegistry
 from ragstack.stores.graph import GraphStore
 from ragstack.stores.layout import check_layout
 from ragstack.stores.lexical import LexicalStore
+from ragstack.stores.lexical_snapshots import SnapshotReader, open_store
 from ragstack.stores.vectors import VectorStore
 from services.retrieve.databases import Databases
 from services.retrieve.graph_search import GraphSearch
@@ -22,17 +23,28 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
     cfg = res.cfg
     check_layout(cfg.data_dir)
     embedder = res.embedder
+    lancedb_at, options = cfg.storage.lancedb(cfg.data_dir), cfg.storage.options
     vectors = VectorStore(
-        cfg.data_dir / "lancedb",
+        lancedb_at,
         embedder.dimension,
         memory_rows=cfg.retrieve.memory_rows,
         nprobes=cfg.retrieve.ann_nprobes,
         refine_factor=cfg.retrieve.ann_refine_factor,
+        storage_options=options,
     )
+    snapshots = None
+    if cfg.storage.lexical_snapshots:  # a replica: the index ingest published, cached locally
+        snapshots = SnapshotReader(
+            open_store(cfg.storage.lexical_snapshots, options),
+            cfg.data_dir / "tantivy-replica",
+            cfg.storage.snapshot_poll_s,
+        )
     searcher = Searcher(
         embedder=embedder,
         dense=vectors,
-        lexical=LexicalStore(cfg.data_dir / "tantivy" / "chunks", heading_boost=cfg.retrieve.heading_boost),
+        lexical=LexicalStore(
+            cfg.data_dir / "tantivy" / "chunks", heading_boost=cfg.retrieve.heading_boost, snapshots=snapshots
+        ),
         default_top_k=cfg.retrieve.top_k,
         max_top_k=cfg.retrieve.max_top_k,
         candidates=cfg.retrieve.candidates,
@@ -46,7 +58,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         rerank_factor=cfg.retrieve.rerank_factor,
         page_search=cfg.retrieve.page_search,
         graph=GraphSearch(
-            GraphStore(cfg.data_dir / "lancedb", embedder.dimension),
+            GraphStore(lancedb_at, embedder.dimension, storage_options=options),
             vectors,
             neighbours=cfg.retrieve.graph_neighbours,
             communities=cfg.retrieve.graph_communities,
