@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
+import os
 import re
-from collections.abc import Sequence
+import shutil
+import sys
+import uuid
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +19,9 @@ from ragstack.errors import RagstackError
 from ragstack.stores.lexical_snapshots import SnapshotPublisher, SnapshotReader
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+_WRITER_HEAP = 64_000_000
+# In the index folder: a new token each time a restore replaces the folder, so readers reopen.
+REPLACED = "ragstack.replaced"
 
 
 def _schema() -> Any:
@@ -77,6 +86,8 @@ class LexicalStore:
         self._snapshots = snapshots
         self._generation = 0
         self._index = tantivy.Index(self._schema, path=str(path), reuse=True)
+        self._path = path
+        self._replaced = _replaced_token(path)
         self._writer = None
         if writer:
             try:
@@ -167,7 +178,7 @@ class LexicalStore:
         import tantivy
 
         if self._snapshots is None:
-            self._index.reload()
+            self._reload()
             return True
         generation, folder = self._snapshots.latest()
         if folder is None:
@@ -241,3 +252,124 @@ class LexicalStore:
         q = tantivy.Query.boolean_query(clauses)
         searcher = self._index.searcher()
         return [(searcher.doc(address), float(score)) for score, address in searcher.search(q, k).hits]
+
+    # lifecycle (ragstack/stores/snapshots.py): counts, copies, restore, garbage collection
+
+    def count(self, library: str, kind: str = "chunk") -> int:
+        """Chunks (`chunk`) or whole pages (`page`) of `library` in the index."""
+        import tantivy
+
+        if not self._refresh():
+            return 0
+        q = tantivy.Query.boolean_query(
+            [
+                (tantivy.Occur.Must, tantivy.Query.term_query(self._schema, "library", library)),
+                (tantivy.Occur.Must, tantivy.Query.term_query(self._schema, "kind", kind)),
+            ]
+        )
+        return int(self._index.searcher().search(q, 1, count=True).count)
+
+    def copy_to(self, target: Path) -> None:
+        """Copies the last commit into the new folder `target`. The writer's merges are finished
+        first and none runs during the copy, so the copy is one whole commit."""
+        with self._paused():
+            _copy_index(self._path, target)
+
+    def replace_with(self, source: Path) -> None:
+        """Replaces the index by a copy of `source` (a `copy_to` folder): copied beside the index,
+        then swapped in by rename, so readers open the old index or the new one, never a mix; they
+        reopen it at their next search (the new folder holds a new `REPLACED` token)."""
+        with self._paused():
+            staging = self._path.with_name(f".{self._path.name}.restore")
+            shutil.rmtree(staging, ignore_errors=True)
+            _copy_index(source, staging)
+            (staging / REPLACED).write_text(uuid.uuid4().hex)
+            _swap(staging, self._path)
+            shutil.rmtree(staging, ignore_errors=True)
+        if self._publisher is not None:
+            self._publisher.publish()
+
+    def garbage_collect(self) -> None:
+        """Deletes the files no commit uses any more (merged segments, old deletes)."""
+        if self._writer is not None:
+            self._writer.garbage_collect_files()
+
+    @contextlib.contextmanager
+    def _paused(self) -> Iterator[None]:
+        """The writer closed (its merges finished) for the block; then index and writer reopened."""
+        writing = self._writer is not None
+        if self._writer is not None:
+            self._writer.wait_merging_threads()
+            self._writer = None
+        try:
+            yield
+        finally:
+            self._reopen()
+            if writing:
+                self._writer = self._index.writer(heap_size=_WRITER_HEAP, num_threads=1)
+
+    def _reopen(self) -> None:
+        import tantivy
+
+        self._path.mkdir(parents=True, exist_ok=True)
+        self._replaced = _replaced_token(self._path)
+        self._index = tantivy.Index(self._schema, path=str(self._path), reuse=True)
+
+    def _reload(self) -> None:
+        """Sees the last commit; reopens the index first when a restore replaced its folder."""
+        if self._writer is None and _replaced_token(self._path) != self._replaced:
+            self._reopen()
+        try:
+            self._index.reload()
+        except ValueError:  # replaced between the check and the reload
+            self._reopen()
+            self._index.reload()
+
+
+def _replaced_token(path: Path) -> str:
+    try:
+        return (path / REPLACED).read_text()
+    except OSError:
+        return ""
+
+
+def _copy_index(source: Path, target: Path) -> None:
+    """The index files of `source` into the new folder `target` (locks and the token left out)."""
+    target.mkdir(parents=True)
+    for f in source.iterdir():
+        if f.is_file() and not f.name.endswith(".lock") and f.name != REPLACED:
+            shutil.copy2(f, target / f.name)
+
+
+def _swap(new: Path, live: Path) -> None:
+    """`new` takes the name `live`, and the old `live` the name `new`: in one step where the system
+    has renameat2(RENAME_EXCHANGE) (Linux), else in three renames."""
+    if not live.exists():
+        os.rename(new, live)
+        return
+    if _exchange(new, live):
+        return
+    aside = live.with_name(f".{live.name}.old")
+    shutil.rmtree(aside, ignore_errors=True)
+    os.rename(live, aside)
+    os.rename(new, live)
+    os.rename(aside, new)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically exchanges two paths; False where the system or file system cannot."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 is None:
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV):
+        return False
+    raise OSError(err, os.strerror(err), str(a))
