@@ -86,5 +86,36 @@ class Catalog:
             ).fetchall()
         return [(r[0], int(r[1]), int(r[2]), r[3] or "") for r in rows]
 
+    def media_types(self, library: str) -> dict[str, int]:
+        """media type -> documents of that type in the library."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT coalesce(media_type, ''), count(*) FROM documents WHERE library = ?"
+                " GROUP BY 1 ORDER BY 1",
+                (library,),
+            ).fetchall()
+        return {r[0]: int(r[1]) for r in rows}
+
+    def backup_to(self, target: Path) -> None:
+        """A consistent copy of the catalog in the new file `target` (SQLite's backup API), in one
+        file (rollback journal, not WAL), so the copy can be moved and read on its own."""
+        with self._lock:
+            copy = sqlite3.connect(str(target))
+            try:
+                self._db.backup(copy)
+                copy.execute("PRAGMA journal_mode=DELETE")
+            finally:
+                copy.close()
+
+    def restore_from(self, source: Path) -> None:
+        """The catalog becomes the content of `source` (a `backup_to` file), in one transaction:
+        other connections see the old rows or the restored ones."""
+        with self._lock:
+            copy = sqlite3.connect(f"{source.resolve().as_uri()}?mode=ro", uri=True)
+            try:
+                copy.backup(self._db)
+            finally:
+                copy.close()
+
     def close(self) -> None:
         self._db.close()

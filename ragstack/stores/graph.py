@@ -207,6 +207,21 @@ class GraphStore:
             return []
         return sorted(set(table.search().select(["library"]).limit(None).to_arrow()["library"].to_pylist()))
 
+    def counts(self, library: str) -> tuple[int, int, int]:
+        """(entities, relations, communities) of the library, counted as ingest reports them."""
+        kg = self.graph(library)
+        table = self._table(COMMUNITIES)
+        communities = int(table.count_rows(f"library = {sql_str(library)}")) if table is not None else 0
+        return len(kg), kg.graph.number_of_edges(), communities
+
+    def reopen(self) -> None:
+        """Forgets the open tables and the in-memory graphs: the next call opens the latest versions
+        (after a restore or a compaction made through other handles of the tables)."""
+        with self._lock:
+            self._tables = {}
+            self._graphs.clear()
+            self._communities.clear()
+
 
 def _entity_row(m: EntityMention) -> dict[str, Any]:
     return {

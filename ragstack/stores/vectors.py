@@ -354,3 +354,14 @@ class VectorStore:
         if table is None:
             return 0
         return int(table.count_rows(f"library = {sql_str(library)}" if library else None))
+
+    def connection(self) -> Any:
+        """The LanceDB connection: the store lifecycle reaches every table through it."""
+        return self._db
+
+    def reopen(self) -> None:
+        """Forgets the open table and the in-memory copies, so that the next call opens the latest
+        version (after a restore or a compaction made through another handle of the table)."""
+        with self._lock:
+            self._table = None
+            self._cache.clear()
