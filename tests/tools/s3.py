@@ -8,11 +8,15 @@ from typing import Any
 
 
 @contextmanager
-def s3_bucket(bucket: str = "ragstack") -> Iterator[tuple[str, dict[str, Any]]]:
-    """(s3:// URL of an empty bucket, the storage options that reach it: LanceDB's keys)."""
+def s3_bucket() -> Iterator[tuple[str, dict[str, Any]]]:
+    """(s3:// URL of a new empty bucket, the storage options that reach it: LanceDB's keys). Moto's
+    servers in one process share their state, so every call gets a bucket of its own."""
+    import uuid
+
     import boto3
     from moto.server import ThreadedMotoServer
 
+    bucket = f"ragstack-{uuid.uuid4().hex[:12]}"
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     try:
