@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ragstack import domain as d
+from ragstack.stores.snapshots import LibraryStats, SnapshotInfo, StoreStats, VacuumReport
 from ragstack.v1 import agent_pb2, common_pb2, ingest_pb2, retrieve_pb2
 
 _MODE_TO_PB: dict[d.SearchMode, common_pb2.SearchMode] = {
@@ -427,3 +428,101 @@ def ask_event_from_pb(pb: agent_pb2.AskResponse) -> d.AskEvent:
             manifest=manifest_from_pb(x.manifest),
         )
     raise ValueError(f"empty AskResponse event: {kind!r}")
+
+
+def snapshot_to_pb(s: SnapshotInfo) -> ingest_pb2.Snapshot:
+    return ingest_pb2.Snapshot(
+        name=s.name,
+        created_at=s.created_at,
+        table_versions=s.table_versions,
+        documents=s.documents,
+        chunks=s.chunks,
+        bytes=s.bytes,
+    )
+
+
+def snapshot_from_pb(pb: ingest_pb2.Snapshot) -> SnapshotInfo:
+    return SnapshotInfo(
+        name=pb.name,
+        created_at=pb.created_at,
+        table_versions=dict(pb.table_versions),
+        documents=pb.documents,
+        chunks=pb.chunks,
+        bytes=pb.bytes,
+    )
+
+
+def store_stats_to_pb(s: StoreStats) -> ingest_pb2.StatsResponse:
+    return ingest_pb2.StatsResponse(
+        libraries=[
+            ingest_pb2.LibraryStats(
+                name=x.name,
+                documents=x.documents,
+                chunks=x.chunks,
+                vector_chunks=x.vector_chunks,
+                lexical_chunks=x.lexical_chunks,
+                lexical_pages=x.lexical_pages,
+                media_types=x.media_types,
+                entities=x.entities,
+                relations=x.relations,
+                communities=x.communities,
+                last_indexed_at=x.last_indexed_at,
+            )
+            for x in s.libraries
+        ],
+        table_versions=s.table_versions,
+        lancedb_bytes=s.lancedb_bytes,
+        tantivy_bytes=s.tantivy_bytes,
+        catalog_bytes=s.catalog_bytes,
+        snapshots_bytes=s.snapshots_bytes,
+        snapshots=s.snapshots,
+    )
+
+
+def store_stats_from_pb(pb: ingest_pb2.StatsResponse) -> StoreStats:
+    return StoreStats(
+        libraries=[
+            LibraryStats(
+                name=x.name,
+                documents=x.documents,
+                chunks=x.chunks,
+                vector_chunks=x.vector_chunks,
+                lexical_chunks=x.lexical_chunks,
+                lexical_pages=x.lexical_pages,
+                media_types=dict(x.media_types),
+                entities=x.entities,
+                relations=x.relations,
+                communities=x.communities,
+                last_indexed_at=x.last_indexed_at,
+            )
+            for x in pb.libraries
+        ],
+        table_versions=dict(pb.table_versions),
+        lancedb_bytes=pb.lancedb_bytes,
+        tantivy_bytes=pb.tantivy_bytes,
+        catalog_bytes=pb.catalog_bytes,
+        snapshots_bytes=pb.snapshots_bytes,
+        snapshots=pb.snapshots,
+    )
+
+
+def vacuum_to_pb(r: VacuumReport) -> ingest_pb2.VacuumResponse:
+    return ingest_pb2.VacuumResponse(
+        older_than_days=r.older_than_days,
+        versions_removed=r.versions_removed,
+        table_versions_removed=r.table_versions_removed,
+        fragments_compacted=r.fragments_compacted,
+        lancedb_bytes_freed=r.lancedb_bytes_freed,
+        tantivy_bytes_freed=r.tantivy_bytes_freed,
+    )
+
+
+def vacuum_from_pb(pb: ingest_pb2.VacuumResponse) -> VacuumReport:
+    return VacuumReport(
+        older_than_days=pb.older_than_days,
+        versions_removed=pb.versions_removed,
+        table_versions_removed=dict(pb.table_versions_removed),
+        fragments_compacted=pb.fragments_compacted,
+        lancedb_bytes_freed=pb.lancedb_bytes_freed,
+        tantivy_bytes_freed=pb.tantivy_bytes_freed,
+    )

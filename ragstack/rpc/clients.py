@@ -14,6 +14,7 @@ from ragstack import convert
 from ragstack import domain as d
 from ragstack.config import SERVICE_NAMES
 from ragstack.errors import RpcError
+from ragstack.stores.snapshots import SnapshotInfo, StoreStats, VacuumReport
 from ragstack.v1 import (
     agent_pb2,
     agent_pb2_grpc,
@@ -306,6 +307,60 @@ class IngestClient:
             await self._stub.DetachDatabase(req, timeout=self._short)
         except grpc.aio.AioRpcError as err:
             raise _rpc_error(err) from None
+
+    async def stats(self, library: str = "") -> StoreStats:
+        """Every library with documents (or only `library`), as each store counts it."""
+        try:
+            resp = await self._stub.Stats(ingest_pb2.StatsRequest(library=library), timeout=self._deadline)
+        except grpc.aio.AioRpcError as err:
+            raise _rpc_error(err) from None
+        return convert.store_stats_from_pb(resp)
+
+    async def create_snapshot(self, name: str) -> SnapshotInfo:
+        """Waits for a running ingest to finish, then snapshots every store."""
+        try:
+            resp = await self._stub.CreateSnapshot(
+                ingest_pb2.CreateSnapshotRequest(name=name), timeout=self._deadline
+            )
+        except grpc.aio.AioRpcError as err:
+            raise _rpc_error(err) from None
+        return convert.snapshot_from_pb(resp.snapshot)
+
+    async def list_snapshots(self) -> list[SnapshotInfo]:
+        """Oldest first."""
+        try:
+            resp = await self._stub.ListSnapshots(ingest_pb2.ListSnapshotsRequest(), timeout=self._short)
+        except grpc.aio.AioRpcError as err:
+            raise _rpc_error(err) from None
+        return [convert.snapshot_from_pb(x) for x in resp.snapshots]
+
+    async def restore_snapshot(self, name: str) -> tuple[SnapshotInfo, dict[str, int]]:
+        """The snapshot restored and the new version of each LanceDB table."""
+        try:
+            resp = await self._stub.RestoreSnapshot(
+                ingest_pb2.RestoreSnapshotRequest(name=name), timeout=self._deadline
+            )
+        except grpc.aio.AioRpcError as err:
+            raise _rpc_error(err) from None
+        return convert.snapshot_from_pb(resp.snapshot), dict(resp.table_versions)
+
+    async def delete_snapshot(self, name: str) -> None:
+        try:
+            req = ingest_pb2.DeleteSnapshotRequest(name=name)
+            await self._stub.DeleteSnapshot(req, timeout=self._deadline)
+        except grpc.aio.AioRpcError as err:
+            raise _rpc_error(err) from None
+
+    async def vacuum(self, older_than_days: int | None = None) -> VacuumReport:
+        """None: the service's `ingest.retention_days`."""
+        req = ingest_pb2.VacuumRequest()
+        if older_than_days is not None:
+            req.older_than_days = older_than_days
+        try:
+            resp = await self._stub.Vacuum(req, timeout=self._deadline)
+        except grpc.aio.AioRpcError as err:
+            raise _rpc_error(err) from None
+        return convert.vacuum_from_pb(resp)
 
 
 async def check_health(channel: grpc.aio.Channel, service: str, deadline_s: float) -> str:

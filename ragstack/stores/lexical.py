@@ -267,7 +267,7 @@ class LexicalStore:
                 (tantivy.Occur.Must, tantivy.Query.term_query(self._schema, "kind", kind)),
             ]
         )
-        return int(self._index.searcher().search(q, 1, count=True).count)
+        return int(self._index.searcher().search(q, 1, count=True).count)  # type: ignore[attr-defined]
 
     def copy_to(self, target: Path) -> None:
         """Copies the last commit into the new folder `target`. The writer's merges are finished

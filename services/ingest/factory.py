@@ -12,6 +12,7 @@ from ragstack.stores.graph import GraphStore
 from ragstack.stores.layout import check_layout
 from ragstack.stores.lexical import LexicalStore
 from ragstack.stores.lexical_snapshots import SnapshotPublisher, open_store
+from ragstack.stores.snapshots import StoreLifecycle
 from ragstack.stores.vectors import VectorStore
 from services.ingest.crawler import CrawlLimits
 from services.ingest.graph_extract import EntityExtractor
@@ -35,21 +36,24 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
     lexical = LexicalStore(cfg.data_dir / "tantivy" / "chunks", writer=True, publisher=publisher)
     if publisher is not None:
         publisher.publish()  # what is already indexed, for replicas that start before the next batch
+    # A writer when ingest builds the graph; otherwise read for the stats only.
+    graph_store = GraphStore(lancedb_at, embedder.dimension, writer=cfg.ingest.graph, storage_options=options)
     graph = None
     if cfg.ingest.graph:
         llm = res.llm if cfg.ingest.graph_llm and cfg.llm.enabled else None
         offline = EntityExtractor()
         graph = GraphIndex(
-            GraphStore(lancedb_at, embedder.dimension, writer=True, storage_options=options),
+            graph_store,
             LLMExtractor(llm, offline) if llm is not None else offline,
             embedder,
             seed=cfg.ingest.graph_seed,
             resolution=cfg.ingest.graph_resolution,
             llm=llm,
         )
+    vectors = VectorStore(lancedb_at, embedder.dimension, writer=True, storage_options=options)
     pipeline = IngestPipeline(
         catalog=catalog,
-        vectors=VectorStore(lancedb_at, embedder.dimension, writer=True, storage_options=options),
+        vectors=vectors,
         lexical=lexical,
         embedder=embedder,
         chunk_tokens=cfg.ingest.chunk_tokens,
@@ -60,6 +64,8 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         graph=graph,
     )
 
+    lifecycle = StoreLifecycle(cfg.data_dir, catalog, vectors, lexical, graph_store)
+    lifecycle.resume()  # a restore a crash interrupted is finished before anything else runs
     databases = DatabaseRegistry(cfg.data_dir / "databases.sqlite", cfg.sql.databases)
 
     async def close() -> None:
@@ -75,6 +81,8 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
                 cfg.library,
                 CrawlLimits(cfg.ingest.crawl_max_pages, cfg.ingest.crawl_max_depth, cfg.ingest.crawl_delay_s),
                 databases,
+                lifecycle=lifecycle,
+                retention_days=getattr(cfg.ingest, "retention_days", 7),
             )
         ),
         aclose=close,

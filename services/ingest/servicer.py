@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar
 
 import grpc
 
@@ -11,12 +12,14 @@ from ragstack import convert
 from ragstack.domain import FileProgress, IngestSummary, library_name
 from ragstack.errors import Unavailable
 from ragstack.stores.databases import DatabaseRegistry
+from ragstack.stores.snapshots import StoreLifecycle, check_name
 from ragstack.v1 import ingest_pb2, ingest_pb2_grpc
 from services.ingest.crawler import CrawlLimits, crawl
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.sources import Rejected, SourceItem, collect_paths, resolved, upload_items
 
 _END = object()
+_T = TypeVar("_T")
 
 
 class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
@@ -26,8 +29,12 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         default_library: str,
         crawl_limits: CrawlLimits | None = None,
         databases: DatabaseRegistry | None = None,
+        lifecycle: StoreLifecycle | None = None,
+        retention_days: int = 7,
     ) -> None:
         self._pipeline = pipeline
+        self._lifecycle = lifecycle
+        self._retention_days = retention_days
         self._databases = databases
         self._crawl_limits = crawl_limits or CrawlLimits()
         self._default_library = default_library
@@ -117,6 +124,68 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
     ) -> ingest_pb2.DetachDatabaseResponse:
         self._registry().detach(library_name(request.library, self._default_library), request.name)
         return ingest_pb2.DetachDatabaseResponse()
+
+    async def Stats(
+        self, request: ingest_pb2.StatsRequest, context: grpc.aio.ServicerContext
+    ) -> ingest_pb2.StatsResponse:
+        library = library_name(request.library, self._default_library) if request.library else ""
+        stats = await asyncio.to_thread(self._stores().stats, library)
+        return convert.store_stats_to_pb(stats)
+
+    async def CreateSnapshot(
+        self, request: ingest_pb2.CreateSnapshotRequest, context: grpc.aio.ServicerContext
+    ) -> ingest_pb2.CreateSnapshotResponse:
+        lifecycle = self._stores()
+        info = await self._locked(lifecycle.create, check_name(request.name))
+        return ingest_pb2.CreateSnapshotResponse(snapshot=convert.snapshot_to_pb(info))
+
+    async def ListSnapshots(
+        self, request: ingest_pb2.ListSnapshotsRequest, context: grpc.aio.ServicerContext
+    ) -> ingest_pb2.ListSnapshotsResponse:
+        found = await asyncio.to_thread(self._stores().snapshots)
+        return ingest_pb2.ListSnapshotsResponse(snapshots=[convert.snapshot_to_pb(s) for s in found])
+
+    async def RestoreSnapshot(
+        self, request: ingest_pb2.RestoreSnapshotRequest, context: grpc.aio.ServicerContext
+    ) -> ingest_pb2.RestoreSnapshotResponse:
+        lifecycle = self._stores()
+        lifecycle.get(request.name)  # INVALID_ARGUMENT or NOT_FOUND without waiting for the lock
+        info, versions = await self._locked(lifecycle.restore, request.name)
+        return ingest_pb2.RestoreSnapshotResponse(
+            snapshot=convert.snapshot_to_pb(info), table_versions=versions
+        )
+
+    async def DeleteSnapshot(
+        self, request: ingest_pb2.DeleteSnapshotRequest, context: grpc.aio.ServicerContext
+    ) -> ingest_pb2.DeleteSnapshotResponse:
+        lifecycle = self._stores()
+        lifecycle.get(request.name)
+        await self._locked(lifecycle.delete, request.name)
+        return ingest_pb2.DeleteSnapshotResponse()
+
+    async def Vacuum(
+        self, request: ingest_pb2.VacuumRequest, context: grpc.aio.ServicerContext
+    ) -> ingest_pb2.VacuumResponse:
+        lifecycle = self._stores()
+        days = request.older_than_days if request.HasField("older_than_days") else self._retention_days
+        report = await self._locked(lifecycle.vacuum, days)
+        return convert.vacuum_to_pb(report)
+
+    async def _locked(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """`fn` in a worker thread under the write lock, which is held until `fn` returns even when
+        the call is cancelled: the stores are never written by two at once."""
+        async with self._write_lock:
+            work = asyncio.ensure_future(asyncio.to_thread(fn, *args))
+            try:
+                return await asyncio.shield(work)
+            except asyncio.CancelledError:
+                await asyncio.wait([work])
+                raise
+
+    def _stores(self) -> StoreLifecycle:
+        if self._lifecycle is None:
+            raise Unavailable("this ingest service manages no store lifecycle")
+        return self._lifecycle
 
     def _registry(self) -> DatabaseRegistry:
         if self._databases is None:
