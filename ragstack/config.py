@@ -85,6 +85,12 @@ class IngestConfig(_Strict):
     graph_resolution: float = Field(
         1.0, gt=0, le=10, description="Louvain resolution: higher gives more, smaller communities."
     )
+    retention_days: int = Field(
+        7,
+        ge=0,
+        description="Vacuum (`ragstack store vacuum`, the Vacuum RPC) removes LanceDB versions older than "
+        "this many days; the versions snapshots pin are kept.",
+    )
 
 
 class RetrieveConfig(_Strict):

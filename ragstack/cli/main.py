@@ -487,6 +487,87 @@ def db_query(ctx: click.Context, sql: str, database: str, library: str, as_json:
     _run(query(_config(ctx), sql, database, library, as_json))
 
 
+@cli.group(name="store")
+def store_group() -> None:
+    """The stores' lifecycle: stats, snapshots (create, list, restore, delete) and vacuum."""
+
+
+@store_group.command(name="stats")
+@click.option("-l", "--library", default="", help="Only this library (default: every library).")
+@click.option("--json", "as_json", is_flag=True, help="Print the stats as JSON.")
+@click.pass_context
+def store_stats(ctx: click.Context, library: str, as_json: bool) -> None:
+    """Per library, as each store counts it: documents, chunks (catalog, LanceDB, tantivy), pages,
+    media types, graph entities, relations and communities, last indexed; table versions, disk."""
+    from ragstack.cli.store import stats
+
+    _run(stats(_config(ctx), library, as_json))
+
+
+@store_group.group(name="snapshot")
+def store_snapshot_group() -> None:
+    """Named snapshots of every store, consistent across them, that restore together."""
+
+
+@store_snapshot_group.command(name="create")
+@click.argument("name")
+@click.pass_context
+def store_snapshot_create(ctx: click.Context, name: str) -> None:
+    """Snapshot every store as NAME (waits for a running ingest to finish): LanceDB table versions
+    pinned against vacuum, copies of the lexical index and the catalog in <data_dir>/snapshots."""
+    from ragstack.cli.store import snapshot_create
+
+    _run(snapshot_create(_config(ctx), name))
+
+
+@store_snapshot_group.command(name="list")
+@click.option("--json", "as_json", is_flag=True, help="Print the snapshots as JSON.")
+@click.pass_context
+def store_snapshot_list(ctx: click.Context, as_json: bool) -> None:
+    """The snapshots, oldest first."""
+    from ragstack.cli.store import snapshot_list
+
+    _run(snapshot_list(_config(ctx), as_json))
+
+
+@store_snapshot_group.command(name="restore")
+@click.argument("name")
+@click.pass_context
+def store_snapshot_restore(ctx: click.Context, name: str) -> None:
+    """Put every store back as snapshot NAME holds it; running retrieve services follow at once.
+    What was ingested since is gone from the stores (the snapshot is kept)."""
+    from ragstack.cli.store import snapshot_restore
+
+    _run(snapshot_restore(_config(ctx), name))
+
+
+@store_snapshot_group.command(name="delete")
+@click.argument("name")
+@click.pass_context
+def store_snapshot_delete(ctx: click.Context, name: str) -> None:
+    """Delete snapshot NAME: its copies, and its pins on LanceDB versions (vacuum may then remove them)."""
+    from ragstack.cli.store import snapshot_delete
+
+    _run(snapshot_delete(_config(ctx), name))
+
+
+@store_group.command(name="vacuum")
+@click.option(
+    "--older-than-days",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Remove LanceDB versions older than this (default: ingest.retention_days; 0: all but the "
+    "latest and those snapshots pin).",
+)
+@click.pass_context
+def store_vacuum(ctx: click.Context, older_than_days: int | None) -> None:
+    """Compact LanceDB, remove its versions older than the retention window (snapshots' versions
+    are kept), and delete lexical index files no commit uses."""
+    from ragstack.cli.store import vacuum
+
+    _run(vacuum(_config(ctx), older_than_days))
+
+
 @cli.group(name="traces")
 def traces_group() -> None:
     """Read the JSON traces queries wrote (in <data_dir>/traces)."""

@@ -46,6 +46,8 @@ _IDEMPOTENT = [
     {"service": GRPC_SERVICES["ingest"], "method": "ListDocuments"},
     {"service": GRPC_SERVICES["ingest"], "method": "GetDocument"},
     {"service": GRPC_SERVICES["ingest"], "method": "ListLibraries"},
+    {"service": GRPC_SERVICES["ingest"], "method": "Stats"},
+    {"service": GRPC_SERVICES["ingest"], "method": "ListSnapshots"},
     {"service": GRPC_SERVICES["agent"], "method": "GetTrace"},
     {"service": "grpc.health.v1.Health", "method": "Check"},
 ]

@@ -82,7 +82,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
                 CrawlLimits(cfg.ingest.crawl_max_pages, cfg.ingest.crawl_max_depth, cfg.ingest.crawl_delay_s),
                 databases,
                 lifecycle=lifecycle,
-                retention_days=getattr(cfg.ingest, "retention_days", 7),
+                retention_days=cfg.ingest.retention_days,
             )
         ),
         aclose=close,
