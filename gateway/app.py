@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI, File, Form, Request, UploadFile
@@ -139,7 +139,7 @@ def create_app(upstreams: Upstreams, cfg: GatewayConfig | None = None) -> FastAP
     app.add_middleware(
         BodyLimit,
         max_bytes=int(cfg.max_upload_mb * 1024 * 1024),
-        paths=("/v1/ingest",),
+        paths=("/v1/ingest",),  # and /v1/ingest/jobs
         setting="gateway.max_upload_mb",
     )
     app.add_middleware(
@@ -235,6 +235,27 @@ def create_app(upstreams: Upstreams, cfg: GatewayConfig | None = None) -> FastAP
         if not payload and not urls:
             raise InvalidArgument("nothing to ingest: send `files` or `urls`")
         return EventSourceResponse(_sse(upstreams.ingest.ingest_pb(payload, library, urls or ())), ping=15)
+
+    @app.post("/v1/ingest/jobs", tags=["documents"], status_code=202)
+    async def submit_ingest(
+        files: Annotated[list[UploadFile] | None, File()] = None,
+        urls: Annotated[list[str] | None, Form()] = None,
+        library: Annotated[str, Form()] = "",
+    ) -> dict[str, Any]:
+        """Queues an ingest of uploaded files and web pages (durable: it survives a restart of the
+        ingest service) and returns the job at once; GET /v1/ingest/jobs/{job_id} follows it."""
+        payload = [(f.filename or "upload", await f.read()) for f in files or ()]
+        if not payload and not urls:
+            raise InvalidArgument("nothing to ingest: send `files` or `urls`")
+        return asdict(await upstreams.ingest.submit(files=payload, urls=urls or (), library=library))
+
+    @app.get("/v1/ingest/jobs", tags=["documents"])
+    async def list_ingest_jobs(limit: int = 50) -> dict[str, Any]:
+        return {"jobs": [asdict(j) for j in await upstreams.ingest.jobs(max(0, min(limit, 500)))]}
+
+    @app.get("/v1/ingest/jobs/{job_id}", tags=["documents"])
+    async def get_ingest_job(job_id: str) -> dict[str, Any]:
+        return asdict(await upstreams.ingest.job(job_id))
 
     @app.get("/v1/libraries", tags=["documents"])
     async def list_libraries() -> dict[str, Any]:

@@ -312,6 +312,27 @@ def summary_to_pb(s: d.IngestSummary) -> ingest_pb2.IngestResponse:
     )
 
 
+def ingest_job_from_pb(pb: ingest_pb2.IngestJob) -> d.IngestJob:
+    summary = (
+        ingest_event_from_pb(ingest_pb2.IngestResponse(summary=pb.summary))
+        if pb.HasField("summary")
+        else None
+    )
+    assert summary is None or isinstance(summary, d.IngestSummary)
+    state = ingest_pb2.IngestJobState.Name(pb.state).removeprefix("INGEST_JOB_STATE_").lower()
+    return d.IngestJob(
+        pb.job_id,
+        pb.library,
+        state,
+        pb.submitted_at,
+        pb.updated_at,
+        pb.files_done,
+        summary,
+        pb.error,
+        pb.attempts,
+    )
+
+
 def ingest_event_from_pb(pb: ingest_pb2.IngestResponse) -> d.FileProgress | d.IngestSummary:
     if pb.WhichOneof("event") == "summary":
         s = pb.summary

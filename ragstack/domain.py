@@ -266,6 +266,21 @@ class IngestSummary:
     communities_summarized: int = 0  # summaries written by this run; the rest were kept
 
 
+@dataclass(frozen=True)
+class IngestJob:
+    """An ingest on the durable queue (SubmitIngest)."""
+
+    job_id: str
+    library: str
+    state: str  # queued | running | done | failed
+    submitted_at: str
+    updated_at: str
+    files_done: int = 0
+    summary: IngestSummary | None = None
+    error: str = ""
+    attempts: int = 0
+
+
 # Events of an answer stream, in the order the agent emits them.
 
 

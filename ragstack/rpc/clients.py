@@ -48,6 +48,8 @@ _IDEMPOTENT = [
     {"service": GRPC_SERVICES["ingest"], "method": "ListLibraries"},
     {"service": GRPC_SERVICES["ingest"], "method": "Stats"},
     {"service": GRPC_SERVICES["ingest"], "method": "ListSnapshots"},
+    {"service": GRPC_SERVICES["ingest"], "method": "GetIngestJob"},
+    {"service": GRPC_SERVICES["ingest"], "method": "ListIngestJobs"},
     {"service": GRPC_SERVICES["agent"], "method": "GetTrace"},
     {"service": "grpc.health.v1.Health", "method": "Check"},
 ]
@@ -249,6 +251,48 @@ class IngestClient:
         )
         async for event in _stream(self._stub.Ingest(req, timeout=self._deadline)):
             yield convert.ingest_event_from_pb(event)
+
+    async def submit(
+        self,
+        paths: Iterable[str] = (),
+        files: Iterable[tuple[str, bytes]] = (),
+        library: str = "",
+        prune: bool = False,
+        urls: Iterable[str] = (),
+    ) -> d.IngestJob:
+        """Queues an ingest (durable); returns the job at once."""
+        req = ingest_pb2.IngestRequest(
+            library=library,
+            prune=prune,
+            urls=list(urls),
+            paths=list(paths),
+            files=[ingest_pb2.FileUpload(filename=n, content=c) for n, c in files],
+        )
+        try:
+            resp = await self._stub.SubmitIngest(
+                ingest_pb2.SubmitIngestRequest(request=req), timeout=self._short
+            )
+        except grpc.aio.AioRpcError as err:
+            raise _rpc_error(err) from None
+        return convert.ingest_job_from_pb(resp.job)
+
+    async def job(self, job_id: str) -> d.IngestJob:
+        try:
+            resp = await self._stub.GetIngestJob(
+                ingest_pb2.GetIngestJobRequest(job_id=job_id), timeout=self._short
+            )
+        except grpc.aio.AioRpcError as err:
+            raise _rpc_error(err) from None
+        return convert.ingest_job_from_pb(resp.job)
+
+    async def jobs(self, limit: int = 0) -> list[d.IngestJob]:
+        try:
+            resp = await self._stub.ListIngestJobs(
+                ingest_pb2.ListIngestJobsRequest(limit=limit), timeout=self._short
+            )
+        except grpc.aio.AioRpcError as err:
+            raise _rpc_error(err) from None
+        return [convert.ingest_job_from_pb(j) for j in resp.jobs]
 
     async def list_documents(self, library: str = "") -> list[d.Document]:
         try:

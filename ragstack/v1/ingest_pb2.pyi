@@ -18,6 +18,14 @@ class FileStage(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FILE_STAGE_UNCHANGED: _ClassVar[FileStage]
     FILE_STAGE_FAILED: _ClassVar[FileStage]
     FILE_STAGE_REMOVED: _ClassVar[FileStage]
+
+class IngestJobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    INGEST_JOB_STATE_UNSPECIFIED: _ClassVar[IngestJobState]
+    INGEST_JOB_STATE_QUEUED: _ClassVar[IngestJobState]
+    INGEST_JOB_STATE_RUNNING: _ClassVar[IngestJobState]
+    INGEST_JOB_STATE_DONE: _ClassVar[IngestJobState]
+    INGEST_JOB_STATE_FAILED: _ClassVar[IngestJobState]
 FILE_STAGE_UNSPECIFIED: FileStage
 FILE_STAGE_PARSED: FileStage
 FILE_STAGE_CHUNKED: FileStage
@@ -26,6 +34,11 @@ FILE_STAGE_INDEXED: FileStage
 FILE_STAGE_UNCHANGED: FileStage
 FILE_STAGE_FAILED: FileStage
 FILE_STAGE_REMOVED: FileStage
+INGEST_JOB_STATE_UNSPECIFIED: IngestJobState
+INGEST_JOB_STATE_QUEUED: IngestJobState
+INGEST_JOB_STATE_RUNNING: IngestJobState
+INGEST_JOB_STATE_DONE: IngestJobState
+INGEST_JOB_STATE_FAILED: IngestJobState
 
 class AttachDatabaseRequest(_message.Message):
     __slots__ = ("library", "name", "url")
@@ -363,3 +376,61 @@ class VacuumResponse(_message.Message):
     lancedb_bytes_freed: int
     tantivy_bytes_freed: int
     def __init__(self, older_than_days: _Optional[int] = ..., versions_removed: _Optional[int] = ..., table_versions_removed: _Optional[_Mapping[str, int]] = ..., fragments_compacted: _Optional[int] = ..., lancedb_bytes_freed: _Optional[int] = ..., tantivy_bytes_freed: _Optional[int] = ...) -> None: ...
+
+class SubmitIngestRequest(_message.Message):
+    __slots__ = ("request",)
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    request: IngestRequest
+    def __init__(self, request: _Optional[_Union[IngestRequest, _Mapping]] = ...) -> None: ...
+
+class SubmitIngestResponse(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: IngestJob
+    def __init__(self, job: _Optional[_Union[IngestJob, _Mapping]] = ...) -> None: ...
+
+class GetIngestJobRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class GetIngestJobResponse(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: IngestJob
+    def __init__(self, job: _Optional[_Union[IngestJob, _Mapping]] = ...) -> None: ...
+
+class ListIngestJobsRequest(_message.Message):
+    __slots__ = ("limit",)
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    def __init__(self, limit: _Optional[int] = ...) -> None: ...
+
+class ListIngestJobsResponse(_message.Message):
+    __slots__ = ("jobs",)
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[IngestJob]
+    def __init__(self, jobs: _Optional[_Iterable[_Union[IngestJob, _Mapping]]] = ...) -> None: ...
+
+class IngestJob(_message.Message):
+    __slots__ = ("job_id", "library", "state", "submitted_at", "updated_at", "files_done", "summary", "error", "attempts")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    LIBRARY_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    SUBMITTED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    FILES_DONE_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    library: str
+    state: IngestJobState
+    submitted_at: str
+    updated_at: str
+    files_done: int
+    summary: IngestSummary
+    error: str
+    attempts: int
+    def __init__(self, job_id: _Optional[str] = ..., library: _Optional[str] = ..., state: _Optional[_Union[IngestJobState, str]] = ..., submitted_at: _Optional[str] = ..., updated_at: _Optional[str] = ..., files_done: _Optional[int] = ..., summary: _Optional[_Union[IngestSummary, _Mapping]] = ..., error: _Optional[str] = ..., attempts: _Optional[int] = ...) -> None: ...

@@ -100,6 +100,21 @@ class IngestServiceStub:
                 request_serializer=ragstack_dot_v1_dot_ingest__pb2.VacuumRequest.SerializeToString,
                 response_deserializer=ragstack_dot_v1_dot_ingest__pb2.VacuumResponse.FromString,
                 _registered_method=True)
+        self.SubmitIngest = channel.unary_unary(
+                '/ragstack.v1.IngestService/SubmitIngest',
+                request_serializer=ragstack_dot_v1_dot_ingest__pb2.SubmitIngestRequest.SerializeToString,
+                response_deserializer=ragstack_dot_v1_dot_ingest__pb2.SubmitIngestResponse.FromString,
+                _registered_method=True)
+        self.GetIngestJob = channel.unary_unary(
+                '/ragstack.v1.IngestService/GetIngestJob',
+                request_serializer=ragstack_dot_v1_dot_ingest__pb2.GetIngestJobRequest.SerializeToString,
+                response_deserializer=ragstack_dot_v1_dot_ingest__pb2.GetIngestJobResponse.FromString,
+                _registered_method=True)
+        self.ListIngestJobs = channel.unary_unary(
+                '/ragstack.v1.IngestService/ListIngestJobs',
+                request_serializer=ragstack_dot_v1_dot_ingest__pb2.ListIngestJobsRequest.SerializeToString,
+                response_deserializer=ragstack_dot_v1_dot_ingest__pb2.ListIngestJobsResponse.FromString,
+                _registered_method=True)
 
 
 class IngestServiceServicer:
@@ -217,6 +232,30 @@ class IngestServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SubmitIngest(self, request, context):
+        """Queues an ingest and returns at once: the job is kept in <data_dir>/jobs.sqlite, run one at a
+        time in submission order by the service's worker, and survives a restart (a job that was
+        running is run again; fingerprints skip what it had committed).
+        Errors: INVALID_ARGUMENT when nothing is given or a path does not exist.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetIngestJob(self, request, context):
+        """One queued ingest. Errors: NOT_FOUND for an unknown id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListIngestJobs(self, request, context):
+        """The newest queued ingests first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IngestServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -284,6 +323,21 @@ def add_IngestServiceServicer_to_server(servicer, server):
                     servicer.Vacuum,
                     request_deserializer=ragstack_dot_v1_dot_ingest__pb2.VacuumRequest.FromString,
                     response_serializer=ragstack_dot_v1_dot_ingest__pb2.VacuumResponse.SerializeToString,
+            ),
+            'SubmitIngest': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubmitIngest,
+                    request_deserializer=ragstack_dot_v1_dot_ingest__pb2.SubmitIngestRequest.FromString,
+                    response_serializer=ragstack_dot_v1_dot_ingest__pb2.SubmitIngestResponse.SerializeToString,
+            ),
+            'GetIngestJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetIngestJob,
+                    request_deserializer=ragstack_dot_v1_dot_ingest__pb2.GetIngestJobRequest.FromString,
+                    response_serializer=ragstack_dot_v1_dot_ingest__pb2.GetIngestJobResponse.SerializeToString,
+            ),
+            'ListIngestJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListIngestJobs,
+                    request_deserializer=ragstack_dot_v1_dot_ingest__pb2.ListIngestJobsRequest.FromString,
+                    response_serializer=ragstack_dot_v1_dot_ingest__pb2.ListIngestJobsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -638,6 +692,87 @@ class IngestService:
             '/ragstack.v1.IngestService/Vacuum',
             ragstack_dot_v1_dot_ingest__pb2.VacuumRequest.SerializeToString,
             ragstack_dot_v1_dot_ingest__pb2.VacuumResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubmitIngest(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragstack.v1.IngestService/SubmitIngest',
+            ragstack_dot_v1_dot_ingest__pb2.SubmitIngestRequest.SerializeToString,
+            ragstack_dot_v1_dot_ingest__pb2.SubmitIngestResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetIngestJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragstack.v1.IngestService/GetIngestJob',
+            ragstack_dot_v1_dot_ingest__pb2.GetIngestJobRequest.SerializeToString,
+            ragstack_dot_v1_dot_ingest__pb2.GetIngestJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListIngestJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragstack.v1.IngestService/ListIngestJobs',
+            ragstack_dot_v1_dot_ingest__pb2.ListIngestJobsRequest.SerializeToString,
+            ragstack_dot_v1_dot_ingest__pb2.ListIngestJobsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Mapping
 
 from ragstack.resources import Resources
@@ -17,6 +19,7 @@ from ragstack.stores.vectors import VectorStore
 from services.ingest.crawler import CrawlLimits
 from services.ingest.graph_extract import EntityExtractor
 from services.ingest.graph_index import GraphIndex
+from services.ingest.jobs import JobStore
 from services.ingest.llm_extract import LLMExtractor
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.servicer import IngestServicer, register
@@ -68,22 +71,25 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
     lifecycle.resume()  # a restore a crash interrupted is finished before anything else runs
     databases = DatabaseRegistry(cfg.data_dir / "databases.sqlite", cfg.sql.databases)
 
+    jobs = JobStore(cfg.data_dir / "jobs.sqlite")
+    servicer = IngestServicer(
+        pipeline,
+        cfg.library,
+        CrawlLimits(cfg.ingest.crawl_max_pages, cfg.ingest.crawl_max_depth, cfg.ingest.crawl_delay_s),
+        databases,
+        lifecycle=lifecycle,
+        retention_days=cfg.ingest.retention_days,
+        jobs=jobs,
+    )
+    worker = asyncio.get_running_loop().create_task(servicer.work(), name="ingest-jobs")
+
     async def close() -> None:
+        worker.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await worker
+        jobs.close()
         lexical.close()
         catalog.close()
         databases.close()
 
-    return ServiceSpec(
-        name="ingest",
-        register=register(
-            IngestServicer(
-                pipeline,
-                cfg.library,
-                CrawlLimits(cfg.ingest.crawl_max_pages, cfg.ingest.crawl_max_depth, cfg.ingest.crawl_delay_s),
-                databases,
-                lifecycle=lifecycle,
-                retention_days=cfg.ingest.retention_days,
-            )
-        ),
-        aclose=close,
-    )
+    return ServiceSpec(name="ingest", register=register(servicer), aclose=close)

@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
 
 from ragstack import convert
 from ragstack.domain import FileProgress, IngestSummary, library_name
-from ragstack.errors import Unavailable
+from ragstack.errors import InvalidArgument, NotFound, Unavailable
 from ragstack.stores.databases import DatabaseRegistry
 from ragstack.stores.snapshots import StoreLifecycle, check_name
 from ragstack.v1 import ingest_pb2, ingest_pb2_grpc
 from services.ingest.crawler import CrawlLimits, crawl
+from services.ingest.jobs import Job, JobStore
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.sources import Rejected, SourceItem, collect_paths, resolved, upload_items
 
+log = logging.getLogger(__name__)
 _END = object()
 _T = TypeVar("_T")
 
@@ -31,8 +35,11 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         databases: DatabaseRegistry | None = None,
         lifecycle: StoreLifecycle | None = None,
         retention_days: int = 7,
+        jobs: JobStore | None = None,
     ) -> None:
         self._pipeline = pipeline
+        self._jobs = jobs
+        self._wake = asyncio.Event()
         self._lifecycle = lifecycle
         self._retention_days = retention_days
         self._databases = databases
@@ -44,6 +51,10 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
     async def Ingest(
         self, request: ingest_pb2.IngestRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[ingest_pb2.IngestResponse]:
+        async for event in self._ingest(request):
+            yield event
+
+    async def _ingest(self, request: ingest_pb2.IngestRequest) -> AsyncIterator[ingest_pb2.IngestResponse]:
         library = library_name(request.library, self._default_library)
         items: list[SourceItem | Rejected] = [
             *collect_paths(request.paths),
@@ -61,6 +72,68 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
                     yield convert.progress_to_pb(event)
                 elif isinstance(event, IngestSummary):
                     yield convert.summary_to_pb(event)
+
+    async def SubmitIngest(
+        self, request: ingest_pb2.SubmitIngestRequest, context: grpc.aio.ServicerContext
+    ) -> ingest_pb2.SubmitIngestResponse:
+        wanted = request.request
+        library = library_name(wanted.library, self._default_library)
+        if not (wanted.paths or wanted.files or wanted.urls):
+            raise InvalidArgument("nothing to ingest: give paths, files or urls")
+        missing = await asyncio.to_thread(
+            lambda: [p for p in wanted.paths if not Path(p).expanduser().exists()]
+        )
+        if missing:  # refused now, not when the job runs
+            raise InvalidArgument(f"path does not exist: {missing[0]}")
+        job = self._queue().submit(library, wanted.SerializeToString())
+        self._wake.set()
+        return ingest_pb2.SubmitIngestResponse(job=_job_pb(job))
+
+    async def GetIngestJob(
+        self, request: ingest_pb2.GetIngestJobRequest, context: grpc.aio.ServicerContext
+    ) -> ingest_pb2.GetIngestJobResponse:
+        job = self._queue().get(request.job_id)
+        if job is None:
+            raise NotFound(f"ingest job {request.job_id!r} not found")
+        return ingest_pb2.GetIngestJobResponse(job=_job_pb(job))
+
+    async def ListIngestJobs(
+        self, request: ingest_pb2.ListIngestJobsRequest, context: grpc.aio.ServicerContext
+    ) -> ingest_pb2.ListIngestJobsResponse:
+        return ingest_pb2.ListIngestJobsResponse(
+            jobs=[_job_pb(j) for j in self._queue().list(request.limit or 50)]
+        )
+
+    def _queue(self) -> JobStore:
+        if self._jobs is None:
+            raise Unavailable("this ingest service keeps no job queue")
+        return self._jobs
+
+    async def work(self) -> None:
+        """The queue's worker: runs queued jobs one at a time, for as long as the service runs."""
+        jobs = self._queue()
+        jobs.requeue_running()
+        while True:
+            claimed = jobs.claim()
+            if claimed is None:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            job, raw = claimed
+            request = ingest_pb2.IngestRequest.FromString(raw)
+            done = 0
+            try:
+                async for event in self._ingest(request):
+                    if event.HasField("summary"):
+                        jobs.finish(job.job_id, event.summary.SerializeToString())
+                    elif event.file.stage in _FINISHED:
+                        done += 1
+                        jobs.progress(job.job_id, done)
+            except asyncio.CancelledError:
+                raise  # the service is stopping: the job stays running and is queued again at start
+            except Exception as err:  # a batch that cannot run at all; files that fail are in the summary
+                log.warning("ingest job %s failed: %s", job.job_id, err)
+                jobs.fail(job.job_id, f"{type(err).__name__}: {err}")
 
     async def ListDocuments(
         self, request: ingest_pb2.ListDocumentsRequest, context: grpc.aio.ServicerContext
@@ -191,6 +264,29 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         if self._databases is None:
             raise Unavailable("this ingest service keeps no database registry")
         return self._databases
+
+
+_FINISHED = (ingest_pb2.FILE_STAGE_INDEXED, ingest_pb2.FILE_STAGE_UNCHANGED, ingest_pb2.FILE_STAGE_FAILED)
+_STATES = {
+    "queued": ingest_pb2.INGEST_JOB_STATE_QUEUED,
+    "running": ingest_pb2.INGEST_JOB_STATE_RUNNING,
+    "done": ingest_pb2.INGEST_JOB_STATE_DONE,
+    "failed": ingest_pb2.INGEST_JOB_STATE_FAILED,
+}
+
+
+def _job_pb(job: Job) -> ingest_pb2.IngestJob:
+    return ingest_pb2.IngestJob(
+        job_id=job.job_id,
+        library=job.library,
+        state=_STATES[job.state],
+        submitted_at=job.submitted_at,
+        updated_at=job.updated_at,
+        files_done=job.files_done,
+        summary=ingest_pb2.IngestSummary.FromString(job.summary) if job.summary else None,
+        error=job.error,
+        attempts=job.attempts,
+    )
 
 
 def register(servicer: IngestServicer) -> Callable[[grpc.aio.Server], None]:

@@ -169,3 +169,23 @@ async def test_libraries_and_ingest_by_url(stack, tmp_path) -> None:  # type: ig
     finally:
         site.shutdown()
         site.server_close()
+
+
+async def test_queued_ingest_over_http(stack) -> None:  # type: ignore[no-untyped-def]
+    import asyncio
+
+    async with httpx.AsyncClient(base_url=stack.gateway_url, timeout=60) as client:
+        files = [
+            ("files", ("queued.md", b"# Queued\n\nThe pangolin is covered in scales.\n", "text/markdown"))
+        ]
+        queued = await client.post("/v1/ingest/jobs", files=files, data={"library": "queued"})
+        assert queued.status_code == 202 and queued.json()["state"] == "queued"
+        job_id = queued.json()["job_id"]
+        for _ in range(300):
+            job = (await client.get(f"/v1/ingest/jobs/{job_id}")).json()
+            if job["state"] == "done":
+                break
+            await asyncio.sleep(0.1)
+        assert job["state"] == "done" and job["summary"]["indexed"] == 1
+        assert job_id in [j["job_id"] for j in (await client.get("/v1/ingest/jobs")).json()["jobs"]]
+        assert (await client.get("/v1/ingest/jobs/nope")).status_code == 404
