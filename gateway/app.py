@@ -231,9 +231,7 @@ def create_app(upstreams: Upstreams, cfg: GatewayConfig | None = None) -> FastAP
         """Ingests uploaded files (multipart field `files`, repeatable) and web pages (field `urls`,
         repeatable: each crawled politely on its own host) into `library`; streams one `file` event
         per file and stage, then a `summary` event."""
-        payload = [(f.filename or "upload", await f.read()) for f in files or ()]
-        if not payload and not urls:
-            raise InvalidArgument("nothing to ingest: send `files` or `urls`")
+        payload = await _uploads(files, urls)
         return EventSourceResponse(_sse(upstreams.ingest.ingest_pb(payload, library, urls or ())), ping=15)
 
     @app.post("/v1/ingest/jobs", tags=["documents"], status_code=202)
@@ -244,9 +242,7 @@ def create_app(upstreams: Upstreams, cfg: GatewayConfig | None = None) -> FastAP
     ) -> dict[str, Any]:
         """Queues an ingest of uploaded files and web pages (durable: it survives a restart of the
         ingest service) and returns the job at once; GET /v1/ingest/jobs/{job_id} follows it."""
-        payload = [(f.filename or "upload", await f.read()) for f in files or ()]
-        if not payload and not urls:
-            raise InvalidArgument("nothing to ingest: send `files` or `urls`")
+        payload = await _uploads(files, urls)
         return asdict(await upstreams.ingest.submit(files=payload, urls=urls or (), library=library))
 
     @app.get("/v1/ingest/jobs", tags=["documents"])
@@ -304,6 +300,14 @@ def create_app(upstreams: Upstreams, cfg: GatewayConfig | None = None) -> FastAP
         return _pb_json(convert.sql_result_to_pb(result))
 
     return app
+
+
+async def _uploads(files: list[UploadFile] | None, urls: list[str] | None) -> list[tuple[str, bytes]]:
+    """The uploaded files' names and bytes; refused when neither files nor URLs were sent."""
+    payload = [(f.filename or "upload", await f.read()) for f in files or ()]
+    if not payload and not urls:
+        raise InvalidArgument("nothing to ingest: send `files` or `urls`")
+    return payload
 
 
 def _pb_json(message: Any) -> dict[str, Any]:
