@@ -26,6 +26,35 @@ class Catalog:
             " chunk_count INTEGER, indexed_at TEXT, PRIMARY KEY (library, document_id))"
         )
 
+    # The batch journal: what a batch is about to write, so that a crash between the stores' commits
+    # is rolled back or forward at the next start (services/ingest/pipeline.py).
+
+    def begin_batch(self, record: str) -> None:
+        with self._lock:
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS journal (id INTEGER PRIMARY KEY CHECK (id = 1), record TEXT)"
+            )
+            self._db.execute("INSERT OR REPLACE INTO journal (id, record) VALUES (1, ?)", (record,))
+
+    def pending_batch(self) -> str | None:
+        with self._lock:
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS journal (id INTEGER PRIMARY KEY CHECK (id = 1), record TEXT)"
+            )
+            row = self._db.execute("SELECT record FROM journal WHERE id = 1").fetchone()
+        return str(row[0]) if row else None
+
+    def end_batch(self, docs: Iterable[Document] = ()) -> None:
+        """The batch's catalog rows and the end of its journal entry, in one transaction."""
+        rows = [_row(d) for d in docs]
+        with self._lock:
+            self._db.execute("BEGIN")
+            self._db.executemany(
+                f"INSERT OR REPLACE INTO documents ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
+            )
+            self._db.execute("DELETE FROM journal WHERE id = 1")
+            self._db.execute("COMMIT")
+
     def get(self, library: str, document_id: str) -> Document | None:
         with self._lock:
             row = self._db.execute(
@@ -43,20 +72,7 @@ class Catalog:
         return dict(rows)
 
     def upsert(self, docs: Iterable[Document]) -> None:
-        rows = [
-            (
-                d.document_id,
-                d.library,
-                d.source,
-                d.revision,
-                d.fingerprint,
-                d.title,
-                d.media_type,
-                d.chunk_count,
-                d.indexed_at,
-            )
-            for d in docs
-        ]
+        rows = [_row(d) for d in docs]
         with self._lock:
             self._db.execute("BEGIN")
             self._db.executemany(
@@ -119,3 +135,17 @@ class Catalog:
 
     def close(self) -> None:
         self._db.close()
+
+
+def _row(d: Document) -> tuple[object, ...]:
+    return (
+        d.document_id,
+        d.library,
+        d.source,
+        d.revision,
+        d.fingerprint,
+        d.title,
+        d.media_type,
+        d.chunk_count,
+        d.indexed_at,
+    )

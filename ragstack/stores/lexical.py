@@ -166,6 +166,16 @@ class LexicalStore:
         self._writer.delete_documents_by_term("doc_key", doc_key(library, document_id))
         self._commit()
 
+    def opstamp(self) -> int:
+        """The last commit's stamp (from meta.json): it changes with every commit."""
+        meta = self._path / "meta.json"
+        return int(json.loads(meta.read_text()).get("opstamp", 0)) if meta.exists() else 0
+
+    def rollback(self) -> None:
+        """Drops what was added or deleted since the last commit."""
+        if self._writer is not None:
+            self._writer.rollback()
+
     def _commit(self) -> None:
         assert self._writer is not None
         self._writer.commit()

@@ -144,6 +144,10 @@ class GraphIndex:
         self._resolution = resolution
         self._touched: dict[str, set[str]] = {}
 
+    def reopen(self) -> None:
+        """Its store's tables were changed through other handles (a rollback, a restore)."""
+        self._store.reopen()
+
     def extract(self, chunks: Sequence[Chunk]) -> tuple[list[EntityMention], list[Relation]]:
         return self._extractor.extract(chunks)
 

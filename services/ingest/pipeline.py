@@ -10,12 +10,13 @@ written after the stores, so a crash before it leaves the documents to be redone
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from opentelemetry import trace
@@ -44,6 +45,8 @@ class VectorWriter(Protocol):
     ) -> None: ...
     def delete_document(self, library: str, document_id: str) -> int: ...
     def build_ann_index(self, min_rows: int) -> bool: ...
+    def connection(self) -> Any: ...  # the LanceDB connection: the journal reads and restores its tables
+    def reopen(self) -> None: ...
 
 
 class LexicalWriter(Protocol):
@@ -55,6 +58,8 @@ class LexicalWriter(Protocol):
         pages: Sequence[PageText] = (),
     ) -> None: ...
     def delete_document(self, library: str, document_id: str) -> None: ...
+    def opstamp(self) -> int: ...
+    def rollback(self) -> None: ...
 
 
 @dataclass
@@ -99,6 +104,7 @@ class IngestPipeline:
         self._graph = graph
         self._now = now
         self._clock = clock
+        self.recover()  # a batch a crash interrupted: finished or undone before anything else
 
     def run(
         self, items: Sequence[SourceItem | Rejected], library: str, prune_roots: Sequence[str] = ()
@@ -242,18 +248,25 @@ class IngestPipeline:
                 p.item.source, FileStage.EMBEDDED, p.index, total, p.item.document_id, len(p.chunks)
             )
         graph = self._extract(chunks)
+        indexed_at = self._now().isoformat()
+        docs = [Document(**{**p.document.__dict__, "indexed_at": indexed_at}) for p in batch]
+        # The journal says what is about to change and where every store stood, so that a crash
+        # between the stores' commits is rolled back (or forward) at the next start. LanceDB tables
+        # first, tantivy last: a failure before tantivy's commit rolls LanceDB back to where it was.
+        self._catalog.begin_batch(self._journal_entry(docs))
         try:
             with tracer.start_as_current_span("ingest.index", attributes={"documents": len(batch)}):
                 self._vectors.replace_documents(library, ids, chunks, vectors)
-                self._lexical.replace_documents(library, ids, chunks, [pg for p in batch for pg in p.pages])
                 if self._graph is not None:
                     self._graph.write(library, ids, *graph)
-                indexed_at = self._now().isoformat()
-                self._catalog.upsert(
-                    Document(**{**p.document.__dict__, "indexed_at": indexed_at}) for p in batch
-                )
+                self._lexical.replace_documents(library, ids, chunks, [pg for p in batch for pg in p.pages])
+                self._catalog.end_batch(docs)
         except Exception as err:
-            log.exception("writing a batch of %d documents failed", len(batch))
+            log.exception("writing a batch of %d documents failed; rolling it back", len(batch))
+            try:
+                self.recover()
+            except Exception:  # the journal stays: the next start tries again
+                log.exception("rolling the batch back failed")
             for p in batch:
                 yield self._failed(summary, p.item.source, p.item.document_id, p.index, total, _reason(err))
             return
@@ -263,6 +276,49 @@ class IngestPipeline:
             yield FileProgress(
                 p.item.source, FileStage.INDEXED, p.index, total, p.item.document_id, len(p.chunks)
             )
+
+    def _journal_entry(self, docs: list[Document]) -> str:
+        tables = {
+            name: int(self._vectors.connection().open_table(name).version) for name in self._table_names()
+        }
+        return json.dumps(
+            {"documents": [d.__dict__ for d in docs], "lancedb": tables, "tantivy": self._lexical.opstamp()}
+        )
+
+    def _table_names(self) -> list[str]:
+        names: list[str] = []
+        token = None
+        while True:
+            page = self._vectors.connection().list_tables(page_token=token)
+            names.extend(page.tables)
+            token = page.page_token
+            if not token:
+                return names
+
+    def recover(self) -> str:
+        """Finishes a batch that stopped between the stores' commits (a crash, a failed write):
+        forward when tantivy, written last, committed (only the catalog rows were missing), else
+        back: every LanceDB table to its version before the batch. Returns what it did."""
+        record = self._catalog.pending_batch()
+        if record is None:
+            return "nothing"
+        entry = json.loads(record)
+        if self._lexical.opstamp() != entry["tantivy"]:
+            self._catalog.end_batch(Document(**d) for d in entry["documents"])
+            log.warning("a batch of %d documents was finished after an interruption", len(entry["documents"]))
+            return "forward"
+        self._lexical.rollback()
+        db = self._vectors.connection()
+        for name, version in entry["lancedb"].items():
+            table = db.open_table(name)
+            if int(table.version) != version:
+                table.restore(version)
+        self._vectors.reopen()
+        if self._graph is not None:
+            self._graph.reopen()
+        self._catalog.end_batch()
+        log.warning("a batch of %d documents was rolled back after an interruption", len(entry["documents"]))
+        return "back"
 
     def _extract(self, chunks: list[Chunk]) -> tuple[list[EntityMention], list[Relation]]:
         """Entities and relations of a batch; none (logged) when extraction fails, which never
