@@ -227,12 +227,14 @@ def create_app(upstreams: Upstreams, cfg: GatewayConfig | None = None) -> FastAP
         files: Annotated[list[UploadFile] | None, File()] = None,
         urls: Annotated[list[str] | None, Form()] = None,
         library: Annotated[str, Form()] = "",
+        enrich: Annotated[bool, Form()] = False,
     ) -> EventSourceResponse:
         """Ingests uploaded files (multipart field `files`, repeatable) and web pages (field `urls`,
-        repeatable: each crawled politely on its own host) into `library`; streams one `file` event
-        per file and stage, then a `summary` event."""
+        repeatable: each crawled politely on its own host) into `library`, optionally with contextual
+        enrichment (`enrich`); streams one `file` event per file and stage, then a `summary` event."""
         payload = await _uploads(files, urls)
-        return EventSourceResponse(_sse(upstreams.ingest.ingest_pb(payload, library, urls or ())), ping=15)
+        stream = upstreams.ingest.ingest_pb(payload, library, urls or (), enrich)
+        return EventSourceResponse(_sse(stream), ping=15)
 
     @app.post("/v1/ingest/jobs", tags=["documents"], status_code=202)
     async def submit_ingest(

@@ -308,6 +308,7 @@ def summary_to_pb(s: d.IngestSummary) -> ingest_pb2.IngestResponse:
             relations=s.relations,
             communities=s.communities,
             communities_summarized=s.communities_summarized,
+            notes=list(s.notes),
         )
     )
 
@@ -349,6 +350,7 @@ def ingest_event_from_pb(pb: ingest_pb2.IngestResponse) -> d.FileProgress | d.In
             relations=s.relations,
             communities=s.communities,
             communities_summarized=s.communities_summarized,
+            notes=list(s.notes),
         )
     f = pb.file
     return d.FileProgress(

@@ -264,6 +264,7 @@ class IngestSummary:
     relations: int = 0
     communities: int = 0
     communities_summarized: int = 0  # summaries written by this run; the rest were kept
+    notes: list[str] = field(default_factory=list)  # what the run did not do, and why
 
 
 @dataclass(frozen=True)

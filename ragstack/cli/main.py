@@ -100,9 +100,19 @@ def serve(ctx: click.Context, service: str | None, no_gateway: bool) -> None:
 @click.option(
     "--url", "urls", multiple=True, help="Crawl this web page and its same-host links (repeatable)."
 )
+@click.option(
+    "--enrich",
+    is_flag=True,
+    help="Prepend one LLM sentence to each new chunk that situates it in its document.",
+)
 @click.pass_context
 def ingest(
-    ctx: click.Context, paths: tuple[Path, ...], library: str, prune: bool, urls: tuple[str, ...]
+    ctx: click.Context,
+    paths: tuple[Path, ...],
+    library: str,
+    prune: bool,
+    urls: tuple[str, ...],
+    enrich: bool,
 ) -> None:
     """Ingest files, folders and web pages into a library, with progress and a summary. Unchanged
     documents are skipped; changed ones are re-indexed."""
@@ -111,7 +121,9 @@ def ingest(
     if not paths and not urls:
         raise click.UsageError("give PATHS or --url")
     cfg = _config(ctx)
-    summary = _run(ingest_progress(cfg, [str(p.resolve()) for p in paths], library, prune, list(urls)))
+    summary = _run(
+        ingest_progress(cfg, [str(p.resolve()) for p in paths], library, prune, list(urls), enrich)
+    )
     if summary.failed:
         sys.exit(1 if summary.failed == summary.files else 0)
 

@@ -21,7 +21,12 @@ _DONE_STAGES = {d.FileStage.INDEXED, d.FileStage.UNCHANGED, d.FileStage.FAILED}
 
 
 async def ingest_progress(
-    cfg: Config, paths: list[str], library: str, prune: bool = False, urls: Sequence[str] = ()
+    cfg: Config,
+    paths: list[str],
+    library: str,
+    prune: bool = False,
+    urls: Sequence[str] = (),
+    enrich: bool = False,
 ) -> d.IngestSummary:
     console = Console(stderr=True)
     summary = d.IngestSummary()
@@ -37,7 +42,9 @@ async def ingest_progress(
             transient=False,
         ) as bar:
             task = bar.add_task("", total=None)
-            async for event in client.ingest(paths=paths, library=library, prune=prune, urls=urls):
+            async for event in client.ingest(
+                paths=paths, library=library, prune=prune, urls=urls, enrich=enrich
+            ):
                 if isinstance(event, d.IngestSummary):
                     summary = event
                     continue
@@ -56,6 +63,8 @@ async def ingest_progress(
         f"{summary.chunks} chunks in {summary.seconds:.1f}s"
         + (" (embedded services)" if session.embedded else "")
     )
+    for note in summary.notes:
+        console.print(f"[yellow]note[/yellow]: {note}")
     if summary.entities:
         console.print(
             f"knowledge graph: {summary.entities} entities, {summary.relations} relations, "

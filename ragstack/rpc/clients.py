@@ -223,11 +223,16 @@ class IngestClient:
         self._short = short_deadline_s
 
     async def ingest_pb(
-        self, files: Iterable[tuple[str, bytes]], library: str = "", urls: Iterable[str] = ()
+        self,
+        files: Iterable[tuple[str, bytes]],
+        library: str = "",
+        urls: Iterable[str] = (),
+        enrich: bool = False,
     ) -> AsyncIterator[ingest_pb2.IngestResponse]:
         """The raw event stream for uploaded files and web pages (the gateway relays it as JSON)."""
         req = ingest_pb2.IngestRequest(
             library=library,
+            enrich=enrich,
             files=[ingest_pb2.FileUpload(filename=n, content=c) for n, c in files],
             urls=list(urls),
         )
@@ -241,10 +246,12 @@ class IngestClient:
         library: str = "",
         prune: bool = False,
         urls: Iterable[str] = (),
+        enrich: bool = False,
     ) -> AsyncIterator[d.FileProgress | d.IngestSummary]:
         req = ingest_pb2.IngestRequest(
             library=library,
             prune=prune,
+            enrich=enrich,
             urls=list(urls),
             paths=list(paths),
             files=[ingest_pb2.FileUpload(filename=n, content=c) for n, c in files],

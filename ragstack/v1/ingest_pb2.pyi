@@ -77,18 +77,20 @@ class FileUpload(_message.Message):
     def __init__(self, filename: _Optional[str] = ..., content: _Optional[bytes] = ...) -> None: ...
 
 class IngestRequest(_message.Message):
-    __slots__ = ("library", "paths", "files", "prune", "urls")
+    __slots__ = ("library", "paths", "files", "prune", "urls", "enrich")
     LIBRARY_FIELD_NUMBER: _ClassVar[int]
     PATHS_FIELD_NUMBER: _ClassVar[int]
     FILES_FIELD_NUMBER: _ClassVar[int]
     PRUNE_FIELD_NUMBER: _ClassVar[int]
     URLS_FIELD_NUMBER: _ClassVar[int]
+    ENRICH_FIELD_NUMBER: _ClassVar[int]
     library: str
     paths: _containers.RepeatedScalarFieldContainer[str]
     files: _containers.RepeatedCompositeFieldContainer[FileUpload]
     prune: bool
     urls: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, library: _Optional[str] = ..., paths: _Optional[_Iterable[str]] = ..., files: _Optional[_Iterable[_Union[FileUpload, _Mapping]]] = ..., prune: _Optional[bool] = ..., urls: _Optional[_Iterable[str]] = ...) -> None: ...
+    enrich: bool
+    def __init__(self, library: _Optional[str] = ..., paths: _Optional[_Iterable[str]] = ..., files: _Optional[_Iterable[_Union[FileUpload, _Mapping]]] = ..., prune: _Optional[bool] = ..., urls: _Optional[_Iterable[str]] = ..., enrich: _Optional[bool] = ...) -> None: ...
 
 class FileProgress(_message.Message):
     __slots__ = ("source", "stage", "document_id", "reason", "chunk_count", "index", "total")
@@ -109,7 +111,7 @@ class FileProgress(_message.Message):
     def __init__(self, source: _Optional[str] = ..., stage: _Optional[_Union[FileStage, str]] = ..., document_id: _Optional[str] = ..., reason: _Optional[str] = ..., chunk_count: _Optional[int] = ..., index: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
 
 class IngestSummary(_message.Message):
-    __slots__ = ("files", "indexed", "unchanged", "failed", "chunks", "seconds", "failures", "removed", "entities", "relations", "communities", "communities_summarized")
+    __slots__ = ("files", "indexed", "unchanged", "failed", "chunks", "seconds", "failures", "removed", "entities", "relations", "communities", "communities_summarized", "notes")
     FILES_FIELD_NUMBER: _ClassVar[int]
     INDEXED_FIELD_NUMBER: _ClassVar[int]
     UNCHANGED_FIELD_NUMBER: _ClassVar[int]
@@ -122,6 +124,7 @@ class IngestSummary(_message.Message):
     RELATIONS_FIELD_NUMBER: _ClassVar[int]
     COMMUNITIES_FIELD_NUMBER: _ClassVar[int]
     COMMUNITIES_SUMMARIZED_FIELD_NUMBER: _ClassVar[int]
+    NOTES_FIELD_NUMBER: _ClassVar[int]
     files: int
     indexed: int
     unchanged: int
@@ -134,7 +137,8 @@ class IngestSummary(_message.Message):
     relations: int
     communities: int
     communities_summarized: int
-    def __init__(self, files: _Optional[int] = ..., indexed: _Optional[int] = ..., unchanged: _Optional[int] = ..., failed: _Optional[int] = ..., chunks: _Optional[int] = ..., seconds: _Optional[float] = ..., failures: _Optional[_Iterable[str]] = ..., removed: _Optional[int] = ..., entities: _Optional[int] = ..., relations: _Optional[int] = ..., communities: _Optional[int] = ..., communities_summarized: _Optional[int] = ...) -> None: ...
+    notes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, files: _Optional[int] = ..., indexed: _Optional[int] = ..., unchanged: _Optional[int] = ..., failed: _Optional[int] = ..., chunks: _Optional[int] = ..., seconds: _Optional[float] = ..., failures: _Optional[_Iterable[str]] = ..., removed: _Optional[int] = ..., entities: _Optional[int] = ..., relations: _Optional[int] = ..., communities: _Optional[int] = ..., communities_summarized: _Optional[int] = ..., notes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class IngestResponse(_message.Message):
     __slots__ = ("file", "summary")

@@ -17,6 +17,7 @@ from ragstack.stores.lexical_snapshots import SnapshotPublisher, open_store
 from ragstack.stores.snapshots import StoreLifecycle
 from ragstack.stores.vectors import VectorStore
 from services.ingest.crawler import CrawlLimits
+from services.ingest.enrich import Enricher
 from services.ingest.graph_extract import EntityExtractor
 from services.ingest.graph_index import GraphIndex
 from services.ingest.jobs import JobStore
@@ -54,6 +55,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
             llm=llm,
         )
     vectors = VectorStore(lancedb_at, embedder.dimension, writer=True, storage_options=options)
+    enricher = Enricher(res.llm if cfg.llm.enabled else None, cfg.data_dir / "enrich.sqlite")
     pipeline = IngestPipeline(
         catalog=catalog,
         vectors=vectors,
@@ -65,6 +67,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         batch_chunks=cfg.ingest.batch_chunks,
         ann_min_rows=cfg.retrieve.ann_min_rows,
         graph=graph,
+        enricher=enricher,
     )
 
     lifecycle = StoreLifecycle(cfg.data_dir, catalog, vectors, lexical, graph_store)
@@ -88,6 +91,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         with contextlib.suppress(asyncio.CancelledError):
             await worker
         jobs.close()
+        enricher.close()
         lexical.close()
         catalog.close()
         databases.close()

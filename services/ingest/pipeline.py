@@ -27,6 +27,7 @@ from ragstack.knowledge_graph import EntityMention, Relation
 from ragstack.stores.catalog import Catalog
 from services.ingest import readers
 from services.ingest.chunker import chunk_markdown, split_pages
+from services.ingest.enrich import Enricher
 from services.ingest.graph_index import GraphIndex
 from services.ingest.sources import DocItem, Rejected, SourceItem, expand
 
@@ -89,6 +90,7 @@ class IngestPipeline:
         batch_chunks: int = 256,
         ann_min_rows: int = 200_000,
         graph: GraphIndex | None = None,
+        enricher: Enricher | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -102,20 +104,34 @@ class IngestPipeline:
         self._batch_chunks = batch_chunks
         self._ann_min_rows = ann_min_rows
         self._graph = graph
+        self._enricher = enricher
+        self._enriching = False
         self._now = now
         self._clock = clock
         self.recover()  # a batch a crash interrupted: finished or undone before anything else
 
     def run(
-        self, items: Sequence[SourceItem | Rejected], library: str, prune_roots: Sequence[str] = ()
+        self,
+        items: Sequence[SourceItem | Rejected],
+        library: str,
+        prune_roots: Sequence[str] = (),
+        enrich: bool = False,
     ) -> Iterator[FileProgress | IngestSummary]:
         """Yields per-document progress events, then the summary. With `prune_roots`, documents of
-        the library whose source lies under one of them but was not seen this time are removed."""
+        the library whose source lies under one of them but was not seen this time are removed.
+        With `enrich`, every new chunk gets the LLM's situating sentence first (when one answers)."""
         if not items and not prune_roots:
             raise InvalidArgument("nothing to ingest: give paths or files")
         start = self._clock()
         docs = expand(items, library)
         summary = IngestSummary(files=len(docs))
+        self._enriching = False
+        if enrich:
+            self._enriching = self._enricher is not None and self._enricher.available()
+            if not self._enriching:
+                summary.notes.append(
+                    "enrichment skipped: no LLM reachable (llm.host), chunks indexed as they are"
+                )
         known = self._catalog.fingerprints(library)
         pending: list[_Prepared] = []
         for index, doc in enumerate(docs, start=1):
@@ -236,6 +252,10 @@ class IngestPipeline:
             return
         chunks = [c for p in batch for c in p.chunks]
         ids = [p.item.document_id for p in batch]
+        if self._enriching and self._enricher is not None:
+            with tracer.start_as_current_span("ingest.enrich", attributes={"chunks": len(chunks)}):
+                excerpts = {p.item.document_id: "\n\n".join(c.text for c in p.chunks[:4]) for p in batch}
+                chunks = self._enricher.enrich(chunks, excerpts)
         try:
             with tracer.start_as_current_span("ingest.embed", attributes={"chunks": len(chunks)}):
                 vectors = self._embedder.embed([embedding_text(c) for c in chunks])

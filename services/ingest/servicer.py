@@ -66,7 +66,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
             items.extend(Rejected(u, why) for u, why in skipped)
         async with self._write_lock:
             roots = resolved(request.paths) if request.prune else []
-            events = self._pipeline.run(items, library, roots)
+            events = self._pipeline.run(items, library, roots, enrich=request.enrich)
             while (event := await asyncio.to_thread(next, events, _END)) is not _END:
                 if isinstance(event, FileProgress):
                     yield convert.progress_to_pb(event)

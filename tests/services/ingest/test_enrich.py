@@ -1,0 +1,81 @@
+"""Contextual enrichment through the real `ollama` client against a scripted Ollama-protocol server:
+each new chunk gets the LLM's sentence first, in both stores; a re-ingest asks only for changed
+chunks (the cache); without a reachable LLM the chunks are indexed as they are and the run says so."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ragstack.config import LLMConfig
+from ragstack.domain import IngestSummary
+from ragstack.llm import LLM
+from ragstack.stores.catalog import Catalog
+from ragstack.stores.lexical import LexicalStore
+from ragstack.stores.vectors import VectorStore
+from services.ingest.enrich import Enricher
+from services.ingest.pipeline import IngestPipeline
+from services.ingest.sources import upload_items
+from tests.tools.ollama_server import OllamaServer
+
+DOC = (
+    "# Okapi\n\n## Habitat\n\nIt lives in the rainforests of the Congo.\n\n"
+    "## Diet\n\nIt eats leaves and fruit.\n"
+)
+
+
+def pipeline(tmp_path: Path, embedder: Any, llm: LLM | None) -> IngestPipeline:
+    return IngestPipeline(
+        Catalog(tmp_path / "catalog.sqlite"),
+        VectorStore(tmp_path / "lance", embedder.dimension, writer=True),
+        LexicalStore(tmp_path / "tantivy", writer=True),
+        embedder,
+        chunk_tokens=12,
+        overlap_sentences=0,
+        max_file_bytes=200_000,
+        enricher=Enricher(llm, tmp_path / "enrich.sqlite"),
+    )
+
+
+def run(p: IngestPipeline, text: str, enrich: bool = True) -> IngestSummary:
+    events = list(p.run(upload_items([("okapi.md", text.encode())]), "default", enrich=enrich))
+    summary = events[-1]
+    assert isinstance(summary, IngestSummary)
+    return summary
+
+
+def test_each_new_chunk_is_situated_once(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+    def reply(request: dict[str, Any]) -> str:
+        passage = request["messages"][1]["content"].split("<passage", 1)[1]
+        return (
+            "This passage of the okapi article is about its diet."
+            if "eats" in passage
+            else ("This passage of the okapi article is about where the okapi lives.")
+        )
+
+    with OllamaServer("test", reply).serve() as server:
+        p = pipeline(tmp_path, embedder, LLM(LLMConfig(host=server.url, model="test", timeout_s=10)))
+        assert run(p, DOC).indexed == 1
+        asked = len(server.requests)
+        assert asked >= 2  # one per chunk
+        hits = LexicalStore(tmp_path / "tantivy").search("where okapi lives rainforests", "default", 5)
+        assert hits[0][0].text.startswith(
+            "This passage of the okapi article is about where the okapi lives.\n\n"
+        )
+        dense = VectorStore(tmp_path / "lance", embedder.dimension)._open().to_arrow().to_pylist()
+        assert all(r["text"].startswith("This passage of the okapi article") for r in dense)
+        assert "document" in server.requests[0]["messages"][1]["content"]  # the document as data
+
+        changed = DOC.replace("leaves and fruit", "leaves, fruit and fungi")
+        assert run(p, changed).indexed == 1
+        assert len(server.requests) == asked + 1  # only the changed chunk was asked about again
+
+
+def test_without_an_llm_the_chunks_stay_and_the_run_says_so(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+    down = LLM(LLMConfig(host="http://127.0.0.1:9", model="test", timeout_s=2, probe_timeout_s=0.5))
+    summary = run(pipeline(tmp_path, embedder, down), DOC)
+    assert summary.indexed == 1 and summary.notes == [
+        "enrichment skipped: no LLM reachable (llm.host), chunks indexed as they are"
+    ]
+    hits = LexicalStore(tmp_path / "tantivy").search("rainforests Congo", "default", 5)
+    assert hits[0][0].text.startswith("It lives")
