@@ -15,6 +15,7 @@ from ragstack import domain as d
 from ragstack.config import SERVICE_NAMES
 from ragstack.errors import RpcError
 from ragstack.stores.snapshots import SnapshotInfo, StoreStats, VacuumReport
+from ragstack.telemetry import REQUEST_ID
 from ragstack.v1 import (
     agent_pb2,
     agent_pb2_grpc,
@@ -60,8 +61,6 @@ def open_channel(address: str, max_message_mb: int = 64, token: str = "") -> grp
     """A channel whose calls carry `token` (services.token) and the current request id."""
     from opentelemetry.instrumentation.grpc import aio_client_interceptors
 
-    from ragstack.rpc.guards import MetadataStream, MetadataUnary
-
     limit = max_message_mb * 1024 * 1024
     return grpc.aio.insecure_channel(
         address,
@@ -73,6 +72,33 @@ def open_channel(address: str, max_message_mb: int = 64, token: str = "") -> grp
         ],
         interceptors=[MetadataUnary(token), MetadataStream(token), *aio_client_interceptors()],
     )
+
+
+class _Metadata:
+    """Adds the token and the current request id to an outgoing call."""
+
+    def __init__(self, token: str) -> None:
+        self._token = token
+
+    def _details(self, details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
+        metadata = grpc.aio.Metadata(*(details.metadata or ()))
+        if self._token:
+            metadata.add("authorization", f"Bearer {self._token}")
+        if request_id := REQUEST_ID.get():
+            metadata.add("x-request-id", request_id)
+        return grpc.aio.ClientCallDetails(
+            details.method, details.timeout, metadata, details.credentials, details.wait_for_ready
+        )
+
+
+class MetadataUnary(_Metadata, grpc.aio.UnaryUnaryClientInterceptor):
+    async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        return await continuation(self._details(details), request)
+
+
+class MetadataStream(_Metadata, grpc.aio.UnaryStreamClientInterceptor):
+    async def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
+        return await continuation(self._details(details), request)
 
 
 def _rpc_error(err: grpc.aio.AioRpcError) -> RpcError:

@@ -1,52 +1,69 @@
-"""The one place domain errors become gRPC status codes."""
+"""What every call to a service passes through, in one place: the shared token (when configured),
+the request id (from the caller's `x-request-id`, into logs and traces), Prometheus metrics per
+method and status, and domain errors mapped to gRPC status codes."""
 
 from __future__ import annotations
 
+import hmac
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
+from prometheus_client import Counter, Histogram
 
 from ragstack.errors import RagstackError
+from ragstack.telemetry import REQUEST_ID
 
 log = logging.getLogger(__name__)
+
+RPC_REQUESTS = Counter(
+    "ragstack_rpc_requests_total", "gRPC calls served, by method and status.", ["method", "code"]
+)
+RPC_SECONDS = Histogram(
+    "ragstack_rpc_duration_seconds", "gRPC call duration (streams: until the last message).", ["method"]
+)
+
+# Probes and discovery stay open: load balancers and grpcurl need them without the token.
+_OPEN = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 
 
 def status_for(err: RagstackError) -> grpc.StatusCode:
     return getattr(grpc.StatusCode, err.code, grpc.StatusCode.INTERNAL)
 
 
-async def _abort(context: grpc.aio.ServicerContext, exc: Exception, method: str) -> None:
-    if isinstance(exc, RagstackError):
-        await context.abort(status_for(exc), str(exc))
-    log.exception("unhandled error in %s", method)
-    # Never leak a stack trace to the caller; the log has it.
-    await context.abort(grpc.StatusCode.INTERNAL, f"internal error in {method}; see the service log")
-
-
-class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
-    """Maps `RagstackError` subclasses to their status code, anything else to INTERNAL."""
+class ServiceInterceptor(grpc.aio.ServerInterceptor):
+    def __init__(self, token: str = "") -> None:
+        self._token = token.encode()
 
     async def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
+        details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
+        handler = await continuation(details)
         if handler is None:
             return handler
-        method = handler_call_details.method
+        call = _Call(details.method)
+        metadata = {k: v for k, v in (details.invocation_metadata or ()) if isinstance(v, str)}
+        call.request_id = metadata.get("x-request-id", "")[:128]
+        given = metadata.get("authorization", "").removeprefix("Bearer ").strip().encode()
+        call.allowed = (
+            not self._token or details.method.startswith(_OPEN) or hmac.compare_digest(given, self._token)
+        )
+
         if handler.unary_unary is not None:
             inner_uu = handler.unary_unary
 
             async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                await call.enter(context)
                 try:
                     return await inner_uu(request, context)
-                except Exception as exc:
-                    if _is_abort(exc):
-                        raise
-                    await _abort(context, exc, method)
+                except BaseException as exc:
+                    await call.fail(context, exc)
+                finally:
+                    call.observe()
 
             return grpc.unary_unary_rpc_method_handler(
                 unary_unary,
@@ -57,13 +74,14 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
             inner_us = handler.unary_stream
 
             async def unary_stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+                await call.enter(context)
                 try:
                     async for item in inner_us(request, context):
                         yield item
-                except Exception as exc:
-                    if _is_abort(exc):
-                        raise
-                    await _abort(context, exc, method)
+                except BaseException as exc:
+                    await call.fail(context, exc)
+                finally:
+                    call.observe()
 
             return grpc.unary_stream_rpc_method_handler(
                 unary_stream,
@@ -71,6 +89,45 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
                 response_serializer=handler.response_serializer,
             )
         return handler
+
+
+class _Call:
+    """One call's guard state: whether it may run, its request id, its clock and its status."""
+
+    def __init__(self, method: str) -> None:
+        self.method = method
+        self.allowed = True
+        self.request_id = ""
+        self.code = "OK"
+        self.start = time.perf_counter()
+
+    async def enter(self, context: grpc.aio.ServicerContext) -> None:
+        if not self.allowed:
+            self.code = "UNAUTHENTICATED"
+            RPC_REQUESTS.labels(self.method, self.code).inc()
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong token (services.token)")
+        REQUEST_ID.set(self.request_id)
+        self.start = time.perf_counter()
+
+    async def fail(self, context: grpc.aio.ServicerContext, exc: BaseException) -> None:
+        """Re-raises as the right status; never leaks a stack trace to the caller (the log has it)."""
+        if not isinstance(exc, Exception):  # cancelled: the caller went away
+            self.code = "CANCELLED"
+            raise exc
+        if _is_abort(exc):  # context.abort() raised it: the status is already set
+            code = context.code()
+            self.code = code.name if isinstance(code, grpc.StatusCode) else "UNKNOWN"
+            raise exc
+        if isinstance(exc, RagstackError):
+            self.code = status_for(exc).name
+            await context.abort(status_for(exc), str(exc))
+        self.code = "INTERNAL"
+        log.exception("unhandled error in %s", self.method)
+        await context.abort(grpc.StatusCode.INTERNAL, f"internal error in {self.method}; see the service log")
+
+    def observe(self) -> None:
+        RPC_REQUESTS.labels(self.method, self.code).inc()
+        RPC_SECONDS.labels(self.method).observe(time.perf_counter() - self.start)
 
 
 def _is_abort(exc: Exception) -> bool:

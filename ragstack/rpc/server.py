@@ -11,8 +11,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from ragstack.config import Endpoint
-from ragstack.rpc.guards import GuardInterceptor
-from ragstack.rpc.interceptors import ErrorMappingInterceptor
+from ragstack.rpc.interceptors import ServiceInterceptor
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +52,7 @@ async def start_server(
 
     limit = max_message_mb * 1024 * 1024
     server = grpc.aio.server(
-        interceptors=[aio_server_interceptor(), GuardInterceptor(token), ErrorMappingInterceptor()],
+        interceptors=[aio_server_interceptor(), ServiceInterceptor(token)],
         options=[
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),
