@@ -4,8 +4,8 @@ HTTP (the gateway), synchronous, for scripts and notebooks::
 
     from ragstack.client import Client
     with Client("http://127.0.0.1:8080", api_key="...") as rag:
-        answer = rag.ask("How does BM25 rank documents?")
-        print(answer.answer, [s.source for s in answer.citations], answer.confidence)
+        done = rag.ask("How does BM25 rank documents?")
+        print(done.answer, [c.chunk.source for c in done.citations], done.confidence)
         for event in rag.stream("And its parameters?", session_id="s1"):
             print(event.kind, event.data)
 
@@ -23,41 +23,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import httpx
+from google.protobuf import json_format
 
+from ragstack import convert
 from ragstack import domain as d
 from ragstack.errors import RpcError
 from ragstack.rpc.clients import AgentClient, IngestClient, RetrieveClient, open_channel
-
-
-@dataclass(frozen=True)
-class Source:
-    """A citation of an answer: a chunk of a document, or a database query's result."""
-
-    ref: str
-    chunk_id: str
-    title: str
-    source: str
-    heading_path: tuple[str, ...] = ()
-    pages: tuple[int, ...] = ()
-    quote: str = ""
-    sql: dict[str, Any] | None = None  # database, query, row_count, truncated
-
-
-@dataclass(frozen=True)
-class Answer:
-    trace_id: str
-    answer: str
-    citations: tuple[Source, ...]
-    confidence: float
-    abstained: bool
-    generator: str
-    manifest: dict[str, Any] = field(default_factory=dict)  # claims with verdicts, supported_ratio
+from ragstack.v1 import agent_pb2
 
 
 @dataclass(frozen=True)
@@ -69,28 +47,15 @@ class Event:
     data: dict[str, Any]
 
 
-def answer_from_json(done: dict[str, Any]) -> Answer:
-    return Answer(
-        trace_id=done.get("trace_id", ""),
-        answer=done.get("answer", ""),
-        citations=tuple(
-            Source(
-                ref=c.get("ref", ""),
-                chunk_id=c.get("chunk_id", ""),
-                title=c.get("title", ""),
-                source=c.get("source", ""),
-                heading_path=tuple(c.get("heading_path", ())),
-                pages=tuple(c.get("pages", ())),
-                quote=c.get("quote", ""),
-                sql=c.get("sql") or None,
-            )
-            for c in done.get("citations", ())
-        ),
-        confidence=float(done.get("confidence", 0.0)),
-        abstained=bool(done.get("abstained", False)),
-        generator=done.get("generator", ""),
-        manifest=done.get("manifest", {}),
+def done_from_json(done: dict[str, Any]) -> d.DoneEvent:
+    """The gateway's `done` JSON as the domain object the gRPC client returns too."""
+    event = convert.ask_event_from_pb(
+        agent_pb2.AskResponse(
+            done=json_format.ParseDict(done, agent_pb2.DoneEvent(), ignore_unknown_fields=True)
+        )
     )
+    assert isinstance(event, d.DoneEvent)
+    return event
 
 
 class Client:
@@ -116,9 +81,10 @@ class Client:
 
     def ask(
         self, question: str, library: str = "", mode: str = "auto", top_k: int = 0, session_id: str = ""
-    ) -> Answer:
+    ) -> d.DoneEvent:
+        """The delivered answer: text, citations (chunks or query results), confidence, manifest."""
         body = _query(question, library, mode, top_k, session_id, stream=False)
-        return answer_from_json(self._json("POST", "/v1/query", json=body))
+        return done_from_json(self._json("POST", "/v1/query", json=body))
 
     def stream(
         self, question: str, library: str = "", mode: str = "auto", top_k: int = 0, session_id: str = ""

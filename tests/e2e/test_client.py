@@ -19,8 +19,8 @@ def _http_round_trip(base_url: str, upload: Path) -> None:
     with Client(base_url) as rag:
         assert rag.ready()
         answer = rag.ask(QUESTION)
-        assert answer.answer and answer.citations and len(answer.trace_id) == 32
-        assert answer.citations[0].source.endswith(".md") and answer.manifest["claims"]
+        assert isinstance(answer, d.DoneEvent) and answer.answer and len(answer.trace_id) == 32
+        assert answer.citations[0].chunk.source.endswith(".md") and answer.manifest.claims
         events = list(rag.stream(QUESTION))
         assert events[0].kind == "start" and events[-1].kind == "done"
         assert rag.trace(answer.trace_id)["question"] == QUESTION
