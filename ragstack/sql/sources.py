@@ -118,9 +118,6 @@ class Source(ABC):
         """Run `sql` read-only. `bounded` (a fenced SELECT): no value of the result reaches this
         process longer than `_CELL_CHARS`, however large the database made it."""
 
-    def close(self) -> None:  # noqa: B027 (nothing stays open between calls)
-        """Nothing to release: every call opens and closes its own connection."""
-
 
 def _cell(value: Any) -> Any:
     if isinstance(value, decimal.Decimal):

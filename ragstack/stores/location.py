@@ -20,3 +20,15 @@ def connect_lancedb(location: Path | str, writer: bool, options: Mapping[str, st
         read_consistency_interval=None if writer else timedelta(seconds=0),
         storage_options=dict(options) if options else None,
     )
+
+
+def table_names(db: Any) -> list[str]:
+    """Every table of a LanceDB connection (the listing comes in pages)."""
+    names: list[str] = []
+    token = None
+    while True:
+        page = db.list_tables(page_token=token)
+        names.extend(page.tables)
+        token = page.page_token
+        if not token:
+            return names

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from ragstack.errors import AlreadyExists, InvalidArgument, NotFound, RagstackError
 from ragstack.stores.layout import LAYOUT_VERSION
+from ragstack.stores.location import table_names
 
 if TYPE_CHECKING:
     from ragstack.stores.catalog import Catalog
@@ -344,15 +345,7 @@ class StoreLifecycle:
     def _tables(self) -> Iterator[tuple[str, Any]]:
         """Every LanceDB table, freshly opened at its latest version, by name."""
         db = self._vectors.connection()
-        names: list[str] = []
-        token = None
-        while True:
-            page = db.list_tables(page_token=token)
-            names.extend(page.tables)
-            token = page.page_token
-            if not token:
-                break
-        for name in sorted(names):
+        for name in sorted(table_names(db)):
             yield name, db.open_table(name)
 
     def _reopen(self) -> None:

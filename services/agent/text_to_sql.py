@@ -76,8 +76,9 @@ class Plan:
     planner: str  # `llm` or `offline`
 
 
-def _quote(name: str, dialect: str) -> str:
-    return '"' + name.replace('"', '""') + '"' if dialect != "mysql" else f"`{name}`"
+def _quote(name: str) -> str:
+    """An identifier, quoted the standard way (SQLite, PostgreSQL and DuckDB all read it)."""
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _string(value: str) -> str:
@@ -124,7 +125,7 @@ def _plan_table(question: str, db: d.Database, table: d.Table) -> Plan | None:
     text = question.lower()
     words = _WORD.findall(text)
     explained = set(_AGG_WORDS) | _GENERIC | set(STOPWORDS) | _parts(table.name)
-    q = lambda c: _quote(c, db.dialect)  # noqa: E731
+    q = _quote
     function = next((f for f, pattern in _AGGREGATES if pattern.search(text)), None)
     if function is None:
         return None

@@ -25,6 +25,7 @@ from ragstack.domain import Chunk, Document, FileProgress, FileStage, IngestSumm
 from ragstack.errors import DocumentNotFound, InvalidArgument, RagstackError
 from ragstack.knowledge_graph import EntityMention, Relation
 from ragstack.stores.catalog import Catalog
+from ragstack.stores.location import table_names
 from services.ingest import readers
 from services.ingest.chunker import chunk_markdown, split_pages
 from services.ingest.enrich import Enricher
@@ -298,22 +299,11 @@ class IngestPipeline:
             )
 
     def _journal_entry(self, docs: list[Document]) -> str:
-        tables = {
-            name: int(self._vectors.connection().open_table(name).version) for name in self._table_names()
-        }
+        db = self._vectors.connection()
+        tables = {name: int(db.open_table(name).version) for name in table_names(db)}
         return json.dumps(
             {"documents": [d.__dict__ for d in docs], "lancedb": tables, "tantivy": self._lexical.opstamp()}
         )
-
-    def _table_names(self) -> list[str]:
-        names: list[str] = []
-        token = None
-        while True:
-            page = self._vectors.connection().list_tables(page_token=token)
-            names.extend(page.tables)
-            token = page.page_token
-            if not token:
-                return names
 
     def recover(self) -> str:
         """Finishes a batch that stopped between the stores' commits (a crash, a failed write):

@@ -495,8 +495,6 @@ def dbs(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -
     try:
         yield dbs
     finally:
-        for source in dbs.sources.values():
-            source.close()
         if pg is not None:
             pg.stop()
         shutil.rmtree(scratch, ignore_errors=True)
