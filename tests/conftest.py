@@ -6,6 +6,7 @@ import os
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -39,6 +40,15 @@ def make_config(data_dir: Path, **sections: dict) -> Config:
     path = data_dir.parent / f"{data_dir.name}.yaml"
     path.write_text(yaml.safe_dump(raw))
     return load_config(path, {})
+
+
+async def start_with(cfg: Config, resources: Resources, **kw: Any) -> Any:
+    """`start_stack` for `cfg` with the session's loaded embedder (loading it again costs seconds)."""
+    from ragstack.serve import start_stack
+
+    res = Resources(cfg)
+    res.__dict__["embedder"] = resources.embedder
+    return await start_stack(cfg, resources=res, **kw)
 
 
 @pytest.fixture(scope="session")

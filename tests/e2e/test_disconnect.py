@@ -13,8 +13,7 @@ import httpx
 
 from ragstack.resources import Resources
 from ragstack.rpc.clients import IngestClient, open_channel
-from ragstack.serve import start_stack
-from tests.conftest import SAMPLES, make_config
+from tests.conftest import SAMPLES, make_config, start_with
 from tests.tools.ollama_server import OllamaServer
 
 PIECES = 60
@@ -42,9 +41,7 @@ async def test_a_client_that_leaves_cancels_the_answer(tmp_path: Path, resources
             verify={"llm_judge": False},
             ingest={"graph": False},
         )
-        res = Resources(cfg)
-        res.__dict__["embedder"] = resources.embedder
-        stack = await start_stack(cfg, resources=res)
+        stack = await start_with(cfg, resources)
         try:
             channel = open_channel(stack.peers["ingest"])
             [e async for e in IngestClient(channel, 120).ingest(paths=[str(SAMPLES / "bm25.md")])]

@@ -15,10 +15,10 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ragstack.resources import Resources
-from ragstack.serve import Stack, start_stack
+from ragstack.serve import Stack
 from ragstack.telemetry import REQUEST_ID, JsonFormatter
 from ragstack.v1 import ingest_pb2, ingest_pb2_grpc
-from tests.conftest import make_config
+from tests.conftest import make_config, start_with
 
 KEY = "k-3a1f9c2e"
 TOKEN = "t-77b0d14e"
@@ -37,9 +37,7 @@ async def guarded(tmp_path_factory: pytest.TempPathFactory, resources: Resources
         },
         services={"token": TOKEN},
     )
-    res = Resources(cfg)
-    res.__dict__["embedder"] = resources.embedder
-    stack = await start_stack(cfg, resources=res)
+    stack = await start_with(cfg, resources)
     yield stack
     await stack.stop()
 

@@ -11,10 +11,9 @@ import pytest
 from ragstack.errors import RpcError
 from ragstack.resources import Resources
 from ragstack.rpc.clients import IngestClient, open_channel
-from ragstack.serve import start_stack
 from ragstack.v1 import ingest_pb2
 from services.ingest.jobs import RUNNING, JobStore
-from tests.conftest import SAMPLES, make_config
+from tests.conftest import SAMPLES, make_config, start_with
 
 
 async def _until_done(client: IngestClient, job_id: str) -> str:
@@ -39,9 +38,7 @@ async def test_jobs_queue_run_and_survive_a_restart(tmp_path: Path, resources: R
     assert store.claim() is not None and store.get(left.job_id).state == RUNNING  # type: ignore[union-attr]
     store.close()
 
-    res = Resources(cfg)
-    res.__dict__["embedder"] = resources.embedder
-    stack = await start_stack(cfg, services=("ingest",), gateway=False, resources=res)
+    stack = await start_with(cfg, resources, services=("ingest",), gateway=False)
     client = IngestClient(open_channel(stack.peers["ingest"]), 60)
     try:
         assert await _until_done(client, left.job_id) == "done"

@@ -14,17 +14,14 @@ from ragstack import domain as d
 from ragstack.errors import RpcError
 from ragstack.resources import Resources
 from ragstack.rpc.clients import IngestClient, RetrieveClient, open_channel
-from ragstack.serve import Stack, start_stack
-from tests.conftest import SAMPLES, make_config
+from ragstack.serve import Stack
+from tests.conftest import SAMPLES, make_config, start_with
 
 FILES = ["bm25.md", "chunking.md", "reranking.md"]
 
 
 async def _start(folder: Path, resources: Resources, **sections: dict[str, Any]) -> Stack:
-    cfg = make_config(folder / "data", **sections)
-    res = Resources(cfg)
-    res.__dict__["embedder"] = resources.embedder
-    return await start_stack(cfg, resources=res, gateway=False)
+    return await start_with(make_config(folder / "data", **sections), resources, gateway=False)
 
 
 @pytest.fixture(scope="module")
@@ -123,9 +120,7 @@ async def test_restore_and_vacuum_with_lancedb_on_object_storage_and_a_replica(
         stacks = []
         for name, services in (("writer", ("ingest",)), ("replica", ("retrieve",))):
             cfg = make_config(tmp_path / name, storage=storage, ingest={"graph": False})
-            res = Resources(cfg)
-            res.__dict__["embedder"] = resources.embedder
-            stacks.append(await start_stack(cfg, services=services, gateway=False, resources=res))
+            stacks.append(await start_with(cfg, resources, services=services, gateway=False))
         writer, replica = stacks
         ingest = IngestClient(open_channel(writer.peers["ingest"]), 300)
         retrieve = RetrieveClient(open_channel(replica.peers["retrieve"]), 30)

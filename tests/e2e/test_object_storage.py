@@ -10,8 +10,7 @@ from pathlib import Path
 from ragstack import domain as d
 from ragstack.resources import Resources
 from ragstack.rpc.clients import IngestClient, RetrieveClient, open_channel
-from ragstack.serve import start_stack
-from tests.conftest import SAMPLES, make_config
+from tests.conftest import SAMPLES, make_config, start_with
 from tests.tools.s3 import s3_bucket
 
 
@@ -29,9 +28,7 @@ async def test_a_replica_reads_what_ingest_put_in_object_storage(
         replica_cfg = make_config(tmp_path / "replica", storage=storage)
         stacks = []
         for cfg, services in ((writer_cfg, ("ingest",)), (replica_cfg, ("retrieve",))):
-            res = Resources(cfg)
-            res.__dict__["embedder"] = resources.embedder
-            stacks.append(await start_stack(cfg, services=services, gateway=False, resources=res))
+            stacks.append(await start_with(cfg, resources, services=services, gateway=False))
         writer, replica = stacks
         ingest = IngestClient(open_channel(writer.peers["ingest"]), 300)
         retrieve = RetrieveClient(open_channel(replica.peers["retrieve"]), 30)

@@ -17,9 +17,9 @@ from ragstack import domain as d
 from ragstack.errors import RpcError
 from ragstack.resources import Resources
 from ragstack.rpc.clients import AgentClient, IngestClient, RetrieveClient, open_channel
-from ragstack.serve import Stack, start_stack
+from ragstack.serve import Stack
 from services.agent.text_to_sql import NEEDS_LLM
-from tests.conftest import make_config
+from tests.conftest import make_config, start_with
 from tests.tools import postgres, shop
 from tests.tools.ollama_server import OllamaServer
 
@@ -27,10 +27,7 @@ QUESTION = "How many orders shipped late in March?"
 
 
 async def _start(folder: Path, resources: Resources, **sections: dict[str, Any]) -> Stack:
-    cfg = make_config(folder / "data", **sections)
-    res = Resources(cfg)
-    res.__dict__["embedder"] = resources.embedder
-    return await start_stack(cfg, resources=res, gateway=False)
+    return await start_with(make_config(folder / "data", **sections), resources, gateway=False)
 
 
 @pytest.fixture(scope="module")
