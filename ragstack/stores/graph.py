@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ragstack.knowledge_graph import Community, EntityMention, KnowledgeGraph, Relation
 from ragstack.stores.location import connect_lancedb
@@ -155,6 +156,46 @@ class GraphStore:
         )
         return set(table.search().where(where).select(["key"]).limit(None).to_arrow()["key"].to_pylist())
 
+    def weighted_edges(self, library: str) -> tuple[list[str], list[tuple[str, str, float]]]:
+        """The library's entity keys and its edges with their summed weights, both sorted: what
+        community detection needs, read as columns (a tenth of the time of the whole graph)."""
+        entities, relations = self._table(ENTITIES), self._table(RELATIONS)
+        if entities is None or relations is None:
+            return [], []
+        where = f"library = {sql_str(library)}"
+        keys = pc.unique(entities.search().where(where).select(["key"]).limit(None).to_arrow()["key"])
+        rows = relations.search().where(where).select(["source", "target", "weight"]).limit(None).to_arrow()
+        # An edge between two entities, whichever way round a document stated it.
+        low = pc.min_element_wise(rows["source"], rows["target"])
+        high = pc.max_element_wise(rows["source"], rows["target"])
+        pairs = pa.table({"a": low, "b": high, "w": pc.fill_null(rows["weight"], 0.0)})
+        pairs = pairs.filter(pc.and_(pc.is_in(pairs["a"], keys), pc.is_in(pairs["b"], keys)))
+        summed = (
+            pairs.group_by(["a", "b"])
+            .aggregate([("w", "sum")])
+            .sort_by([("a", "ascending"), ("b", "ascending")])
+        )
+        edges = list(
+            zip(summed["a"].to_pylist(), summed["b"].to_pylist(), summed["w_sum"].to_pylist(), strict=True)
+        )
+        return sorted(keys.to_pylist()), edges
+
+    def subgraph(self, library: str, keys: set[str]) -> KnowledgeGraph:
+        """The graph of these entities and the edges between them, exactly as in the whole graph
+        (a node's or an edge's attributes come from its own rows only); not cached."""
+        entities, relations = self._table(ENTITIES), self._table(RELATIONS)
+        if entities is None or relations is None or not keys:
+            return KnowledgeGraph([], [])
+        where = f"library = {sql_str(library)}"
+        wanted = pa.array(sorted(keys), pa.string())
+        found = entities.search().where(where).limit(None).to_arrow()
+        found = found.filter(pc.is_in(found["key"], wanted))
+        pairs = relations.search().where(where).limit(None).to_arrow()
+        pairs = pairs.filter(pc.and_(pc.is_in(pairs["source"], wanted), pc.is_in(pairs["target"], wanted)))
+        return KnowledgeGraph(
+            [_row_entity(r) for r in found.to_pylist()], [_row_relation(r) for r in pairs.to_pylist()]
+        )
+
     def graph(self, library: str) -> KnowledgeGraph:
         """The library's graph, rebuilt only when the entity or relation table changed."""
         entities, relations = self._table(ENTITIES), self._table(RELATIONS)
@@ -209,10 +250,10 @@ class GraphStore:
 
     def counts(self, library: str) -> tuple[int, int, int]:
         """(entities, relations, communities) of the library, counted as ingest reports them."""
-        kg = self.graph(library)
+        keys, edges = self.weighted_edges(library)
         table = self._table(COMMUNITIES)
         communities = int(table.count_rows(f"library = {sql_str(library)}")) if table is not None else 0
-        return len(kg), kg.graph.number_of_edges(), communities
+        return len(keys), len(edges), communities
 
     def reopen(self) -> None:
         """Forgets the open tables and the in-memory graphs: the next call opens the latest versions

@@ -1,22 +1,26 @@
 """The knowledge graph's write side: each batch's entities and relations, then the library's
 Louvain communities and their extractive summaries, kept up to date incrementally.
 
-Louvain runs per connected component (seeded, on nodes and edges in sorted order), so a component
-that no change reached is partitioned exactly as before. A community's id is a hash of its
-members; a community whose id already exists and that no changed document touches keeps its
-summary and vector, the rest are summarised and embedded again.
+Louvain (igraph's multilevel, in C) runs per connected component (seeded, on nodes and edges in
+sorted order), so a component that no change reached is partitioned exactly as before. A
+community's id is a hash of its members; a community whose id already exists and that no changed
+document touches keeps its summary and vector, the rest are summarised and embedded again. The
+partition reads only keys and summed edge weights; the full rows are read only for the entities of
+the communities summarised again, so a small change costs little on a large graph.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import random
+import threading
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-import networkx as nx
+import igraph as ig
 import numpy as np
 
 from ragstack.domain import Chunk
@@ -60,25 +64,35 @@ class CommunityCounts:
     summarized: int
 
 
-def detect(graph: nx.Graph, seed: int, resolution: float = 1.0) -> list[list[str]]:
-    """Communities of two or more entities, each most connected first, in a stable order."""
+_RNG_LOCK = threading.Lock()  # igraph's random number generator is process-wide
+
+
+def detect(
+    nodes: Sequence[str], edges: Sequence[tuple[str, str, float]], seed: int, resolution: float = 1.0
+) -> list[list[str]]:
+    """Communities of two or more entities, each most connected first, in a stable order.
+    `nodes` sorted, `edges` (a, b, weight) sorted, between nodes."""
+    index = {key: i for i, key in enumerate(nodes)}
+    graph = ig.Graph(n=len(nodes), edges=[(index[a], index[b]) for a, b, _ in edges])
+    graph.es["weight"] = [w for _, _, w in edges]
     found: list[list[str]] = []
-    for component in nx.connected_components(graph):
+    for component in graph.connected_components():
         if len(component) < 2:
             continue
-        sub = nx.Graph()
-        sub.add_nodes_from(sorted(component))
-        sub.add_weighted_edges_from(
-            sorted((a, b, d["weight"]) for a, b, d in graph.subgraph(component).edges(data=True))
-        )
+        sub = graph.induced_subgraph(sorted(component))  # vertices keep their sorted order
         if len(component) <= 3:
-            parts = [set(component)]
+            parts = [list(range(len(component)))]
         else:
-            parts = nx.community.louvain_communities(sub, weight="weight", resolution=resolution, seed=seed)
+            with _RNG_LOCK:
+                ig.set_random_number_generator(random.Random(seed))
+                parts = list(sub.community_multilevel(weights="weight", resolution=resolution))
+                ig.set_random_number_generator(random)
+        names = [nodes[i] for i in sorted(component)]
         for part in parts:
             if len(part) >= 2:
-                strength = dict(sub.subgraph(part).degree(weight="weight"))
-                found.append(sorted(part, key=lambda n: (-strength[n], n)))
+                inner = sub.induced_subgraph(part)
+                strength = dict(zip(part, inner.strength(weights="weight"), strict=True))
+                found.append([names[i] for i in sorted(part, key=lambda i: (-strength[i], names[i]))])
     return sorted(found, key=lambda members: members[0])
 
 
@@ -185,26 +199,27 @@ class GraphIndex:
         return replace(community, summary=f"{text[:1000]}\n{community.summary}")
 
     def counts(self, library: str) -> CommunityCounts:
-        kg = self._store.graph(library)
-        found, _ = self._store.communities(library)
-        return CommunityCounts(len(kg), kg.graph.number_of_edges(), len(found), 0)
+        entities, relations, communities = self._store.counts(library)
+        return CommunityCounts(entities, relations, communities, 0)
 
     def refresh(self, library: str) -> CommunityCounts:
         """Recomputes the communities; only those touched since the last refresh are summarised."""
         touched = self._touched.pop(library, set())
-        kg = self._store.graph(library)
+        nodes, edges = self._store.weighted_edges(library)
         old, old_vectors = self._store.communities(library)
         previous = {c.community_id: (c, old_vectors[i]) for i, c in enumerate(old)}
         kept: list[Community] = []
         vectors: list[np.ndarray] = []
-        fresh: list[Community] = []
-        for members in detect(kg.graph, self._seed, self._resolution):
+        redo: list[list[str]] = []
+        for members in detect(nodes, edges, self._seed, self._resolution):
             cid = community_id(library, members)
             if cid in previous and not touched.intersection(members):
                 kept.append(previous[cid][0])
                 vectors.append(previous[cid][1])
             else:
-                fresh.append(summarize(library, kg, members))
+                redo.append(members)
+        kg = self._store.subgraph(library, {m for members in redo for m in members})
+        fresh = [summarize(library, kg, members) for members in redo]
         if fresh and self._llm is not None and self._llm.available_now():
             fresh = [self._with_llm_summary(c) for c in fresh]
         if fresh:
@@ -214,8 +229,8 @@ class GraphIndex:
             matrix = np.vstack(vectors) if vectors else np.zeros((0, self._store.dimension), np.float32)
             self._store.replace_communities(library, communities, matrix)
         return CommunityCounts(
-            entities=len(kg),
-            relations=kg.graph.number_of_edges(),
+            entities=len(nodes),
+            relations=len(edges),
             communities=len(communities),
             summarized=len(fresh),
         )
