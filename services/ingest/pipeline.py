@@ -2,9 +2,12 @@
 stores → catalog; after the run, the graph's communities.
 
 Documents are prepared one by one and written in batches: the chunks of a batch are embedded in
-one call (sorted by length, so little padding) and each store is written once per batch. A file
-that fails is reported and skipped; the batch goes on. The catalog row (with the fingerprint) is
-written after the stores, so a crash before it leaves the documents to be redone by the next run.
+one call (sorted by length, so little padding) and each store is written once per batch. Two
+stages overlap: while one thread reads, parses and embeds batch N, another extracts the entities
+of batch N-1 and writes it to the stores (one batch in flight, so memory stays bounded and the
+writes stay in order). A file that fails is reported and skipped; the batch goes on. The catalog
+row (with the fingerprint) is written after the stores, so a crash before it leaves the documents
+to be redone by the next run.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -135,28 +139,36 @@ class IngestPipeline:
                 )
         known = self._catalog.fingerprints(library)
         pending: list[_Prepared] = []
-        for index, doc in enumerate(docs, start=1):
-            if isinstance(doc, Rejected):
-                yield self._failed(summary, doc.source, "", index, len(docs), doc.reason)
-                continue
-            try:
-                # Spans open and close between yields: this generator is resumed from worker threads.
-                prepared = self._prepare(doc, library, known, index)
-            except Exception as err:
-                yield self._failed(summary, doc.source, doc.document_id, index, len(docs), _reason(err))
-                continue
-            if prepared is None:
-                summary.unchanged += 1
-                yield FileProgress(doc.source, FileStage.UNCHANGED, index, len(docs), doc.document_id)
-                continue
-            n = len(prepared.chunks)
-            yield FileProgress(doc.source, FileStage.PARSED, index, len(docs), doc.document_id)
-            yield FileProgress(doc.source, FileStage.CHUNKED, index, len(docs), doc.document_id, n)
-            pending.append(prepared)
-            if sum(len(p.chunks) for p in pending) >= self._batch_chunks:
-                yield from self._flush(pending, library, summary, len(docs))
-                pending = []
-        yield from self._flush(pending, library, summary, len(docs))
+        # Leaving the block waits for the batch in flight, also when the caller stops reading.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-write") as writer:
+            in_flight: Future[list[FileProgress]] | None = None
+            for index, doc in enumerate(docs, start=1):
+                if isinstance(doc, Rejected):
+                    yield _count(summary, _failed(doc.source, "", index, len(docs), doc.reason))
+                    continue
+                try:
+                    # Spans open and close between yields: this generator is resumed from worker threads.
+                    prepared = self._prepare(doc, library, known, index)
+                except Exception as err:
+                    yield _count(
+                        summary, _failed(doc.source, doc.document_id, index, len(docs), _reason(err))
+                    )
+                    continue
+                if prepared is None:
+                    summary.unchanged += 1
+                    yield FileProgress(doc.source, FileStage.UNCHANGED, index, len(docs), doc.document_id)
+                    continue
+                n = len(prepared.chunks)
+                yield FileProgress(doc.source, FileStage.PARSED, index, len(docs), doc.document_id)
+                yield FileProgress(doc.source, FileStage.CHUNKED, index, len(docs), doc.document_id, n)
+                pending.append(prepared)
+                if sum(len(p.chunks) for p in pending) >= self._batch_chunks:
+                    in_flight = yield from self._flush(
+                        pending, library, summary, len(docs), writer, in_flight
+                    )
+                    pending = []
+            in_flight = yield from self._flush(pending, library, summary, len(docs), writer, in_flight)
+            yield from _drain(summary, in_flight)
         if summary.indexed:
             try:
                 with tracer.start_as_current_span("ingest.ann_index"):
@@ -247,12 +259,19 @@ class IngestPipeline:
         return _Prepared(index, item, document, chunks, pages)
 
     def _flush(
-        self, batch: list[_Prepared], library: str, summary: IngestSummary, total: int
-    ) -> Iterator[FileProgress]:
+        self,
+        batch: list[_Prepared],
+        library: str,
+        summary: IngestSummary,
+        total: int,
+        writer: ThreadPoolExecutor,
+        in_flight: Future[list[FileProgress]] | None,
+    ) -> Generator[FileProgress, None, Future[list[FileProgress]] | None]:
+        """Embeds the batch here, waits for the batch before it to be written, then hands this one
+        to the writer thread; returns its future."""
         if not batch:
-            return
+            return in_flight
         chunks = [c for p in batch for c in p.chunks]
-        ids = [p.item.document_id for p in batch]
         if self._enriching and self._enricher is not None:
             with tracer.start_as_current_span("ingest.enrich", attributes={"chunks": len(chunks)}):
                 excerpts = {p.item.document_id: "\n\n".join(c.text for c in p.chunks[:4]) for p in batch}
@@ -262,12 +281,23 @@ class IngestPipeline:
                 vectors = self._embedder.embed([embedding_text(c) for c in chunks])
         except Exception as err:
             for p in batch:
-                yield self._failed(summary, p.item.source, p.item.document_id, p.index, total, _reason(err))
-            return
+                yield _count(
+                    summary, _failed(p.item.source, p.item.document_id, p.index, total, _reason(err))
+                )
+            return in_flight
         for p in batch:
             yield FileProgress(
                 p.item.source, FileStage.EMBEDDED, p.index, total, p.item.document_id, len(p.chunks)
             )
+        yield from _drain(summary, in_flight)
+        return writer.submit(self._write, batch, library, chunks, vectors, total)
+
+    def _write(
+        self, batch: list[_Prepared], library: str, chunks: list[Chunk], vectors: np.ndarray, total: int
+    ) -> list[FileProgress]:
+        """Extracts the batch's entities and writes it to every store (on the writer thread);
+        returns its documents' outcomes."""
+        ids = [p.item.document_id for p in batch]
         graph = self._extract(chunks)
         indexed_at = self._now().isoformat()
         docs = [Document(**{**p.document.__dict__, "indexed_at": indexed_at}) for p in batch]
@@ -288,15 +318,11 @@ class IngestPipeline:
                 self.recover()
             except Exception:  # the journal stays: the next start tries again
                 log.exception("rolling the batch back failed")
-            for p in batch:
-                yield self._failed(summary, p.item.source, p.item.document_id, p.index, total, _reason(err))
-            return
-        for p in batch:
-            summary.indexed += 1
-            summary.chunks += len(p.chunks)
-            yield FileProgress(
-                p.item.source, FileStage.INDEXED, p.index, total, p.item.document_id, len(p.chunks)
-            )
+            return [_failed(p.item.source, p.item.document_id, p.index, total, _reason(err)) for p in batch]
+        return [
+            FileProgress(p.item.source, FileStage.INDEXED, p.index, total, p.item.document_id, len(p.chunks))
+            for p in batch
+        ]
 
     def _journal_entry(self, docs: list[Document]) -> str:
         db = self._vectors.connection()
@@ -342,14 +368,6 @@ class IngestPipeline:
             log.exception("entity extraction failed for a batch of %d chunks", len(chunks))
             return [], []
 
-    @staticmethod
-    def _failed(
-        summary: IngestSummary, source: str, document_id: str, index: int, total: int, reason: str
-    ) -> FileProgress:
-        summary.failed += 1
-        summary.failures.append(f"{source}: {reason}")
-        return FileProgress(source, FileStage.FAILED, index, total, document_id, 0, reason)
-
     def libraries(self) -> list[tuple[str, int, int, str]]:
         return self._catalog.libraries()
 
@@ -372,6 +390,28 @@ class IngestPipeline:
         if self._graph is not None:
             self._refresh_graph(library, IngestSummary(), changed=True)
         return removed
+
+
+def _failed(source: str, document_id: str, index: int, total: int, reason: str) -> FileProgress:
+    return FileProgress(source, FileStage.FAILED, index, total, document_id, 0, reason)
+
+
+def _count(summary: IngestSummary, event: FileProgress) -> FileProgress:
+    """Adds a document's outcome to the summary (on the thread that yields it)."""
+    if event.stage is FileStage.FAILED:
+        summary.failed += 1
+        summary.failures.append(f"{event.source}: {event.reason}")
+    elif event.stage is FileStage.INDEXED:
+        summary.indexed += 1
+        summary.chunks += event.chunk_count
+    return event
+
+
+def _drain(summary: IngestSummary, in_flight: Future[list[FileProgress]] | None) -> Iterator[FileProgress]:
+    """The outcomes of the batch the writer thread has in hand, once it is written."""
+    if in_flight is not None:
+        for event in in_flight.result():
+            yield _count(summary, event)
 
 
 def _reason(err: Exception) -> str:
