@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+import queue
+import threading
+from collections.abc import AsyncIterator, Callable, Generator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -24,6 +26,7 @@ from services.ingest.sources import Rejected, SourceItem, collect_paths, resolve
 log = logging.getLogger(__name__)
 _END = object()
 _T = TypeVar("_T")
+_READ_AHEAD = 1024  # events the pipeline may run ahead of the client before it waits
 
 
 class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
@@ -67,7 +70,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         async with self._write_lock:
             roots = resolved(request.paths) if request.prune else []
             events = self._pipeline.run(items, library, roots, enrich=request.enrich)
-            while (event := await asyncio.to_thread(next, events, _END)) is not _END:
+            async for event in _read_ahead(events):
                 if isinstance(event, FileProgress):
                     yield convert.progress_to_pb(event)
                 elif isinstance(event, IngestSummary):
@@ -291,3 +294,57 @@ def _job_pb(job: Job) -> ingest_pb2.IngestJob:
 
 def register(servicer: IngestServicer) -> Callable[[grpc.aio.Server], None]:
     return lambda server: ingest_pb2_grpc.add_IngestServiceServicer_to_server(servicer, server)
+
+
+class _Raised:
+    def __init__(self, err: BaseException) -> None:
+        self.err = err
+
+
+async def _read_ahead(events: Generator[_T, None, None]) -> AsyncIterator[_T]:
+    """The generator's items, run on one worker thread and handed over in bursts: one thread hop
+    per burst, not per item (re-ingesting a corpus is thousands of `unchanged` events). When the
+    reader stops early (a cancelled call), the generator is closed on its own thread, which lets
+    the pipeline finish the batch it is writing; this returns once it has."""
+    handoff: queue.Queue[Any] = queue.Queue(_READ_AHEAD)
+    stop = threading.Event()
+
+    def offer(item: Any) -> None:
+        while not stop.is_set():
+            try:
+                handoff.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def produce() -> None:
+        try:
+            for item in events:
+                offer(item)
+                if stop.is_set():
+                    break
+            offer(_END)
+        except BaseException as err:
+            offer(_Raised(err))
+        finally:
+            events.close()
+            try:  # wakes a reader still waiting, after it stopped
+                handoff.put_nowait(_END)
+            except queue.Full:
+                pass
+
+    producer = asyncio.ensure_future(asyncio.to_thread(produce))
+    try:
+        while True:
+            burst = [await asyncio.to_thread(handoff.get)]
+            while not handoff.empty():
+                burst.append(handoff.get_nowait())
+            for item in burst:
+                if item is _END:
+                    return
+                if isinstance(item, _Raised):
+                    raise item.err
+                yield item
+    finally:
+        stop.set()
+        await producer
