@@ -3,6 +3,7 @@ code blocks and table rows (a fence is never cut; a table splits only between ro
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -185,6 +186,7 @@ def chunk_markdown(
 ) -> list[TextChunk]:
     """Packs each section's units into chunks of at most `max_tokens` (a single atomic unit may
     exceed it), starting every chunk after the first with the last prose sentences of the one before."""
+    count_tokens = functools.cache(count_tokens)  # a unit is measured when split, packed and overlapped
     chunks: list[TextChunk] = []
     for section in sections(markdown, title):
         units = [p for u in section.units for p in _split_long(u, max_tokens, count_tokens)]
