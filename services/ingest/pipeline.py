@@ -121,7 +121,7 @@ class IngestPipeline:
         library: str,
         prune_roots: Sequence[str] = (),
         enrich: bool = False,
-    ) -> Iterator[FileProgress | IngestSummary]:
+    ) -> Generator[FileProgress | IngestSummary, None, None]:
         """Yields per-document progress events, then the summary. With `prune_roots`, documents of
         the library whose source lies under one of them but was not seen this time are removed.
         With `enrich`, every new chunk gets the LLM's situating sentence first (when one answers)."""
@@ -201,8 +201,8 @@ class IngestPipeline:
             gone = doc.document_id not in seen and any(
                 doc.source == r or doc.source.startswith((r.rstrip("/") + "/", r + "#")) for r in roots
             )
-            if gone:
-                self.delete_document(library, doc.document_id)
+            if gone:  # the graph's communities are refreshed once, after the run
+                self._delete(library, doc.document_id)
                 summary.removed += 1
                 yield FileProgress(doc.source, FileStage.REMOVED, total, total, doc.document_id)
 
@@ -382,13 +382,17 @@ class IngestPipeline:
 
     def delete_document(self, library: str, document_id: str) -> int:
         self.get_document(library, document_id)
+        removed = self._delete(library, document_id)
+        if self._graph is not None:
+            self._refresh_graph(library, IngestSummary(), changed=True)
+        return removed
+
+    def _delete(self, library: str, document_id: str) -> int:
         removed = self._vectors.delete_document(library, document_id)
         self._lexical.delete_document(library, document_id)
         if self._graph is not None:
             self._graph.delete(library, document_id)
         self._catalog.delete(library, document_id)
-        if self._graph is not None:
-            self._refresh_graph(library, IngestSummary(), changed=True)
         return removed
 
 
