@@ -159,13 +159,13 @@ async def test_libraries_and_ingest_by_url(stack, tmp_path) -> None:  # type: ig
     try:
         async with httpx.AsyncClient(base_url=stack.gateway_url, timeout=120) as client:
             url = f"http://127.0.0.1:{site.server_address[1]}/index.html"
-            events = await _sse(client, "/v1/ingest", data={"urls": [url], "library": "web"})
+            events = await _sse(client, "/v1/ingest", data={"urls": [url], "library": "web-by-url"})
             assert events[-1][0] == "summary" and events[-1][1]["indexed"] == 1, events
-            nothing = await client.post("/v1/ingest", data={"library": "web"})
+            nothing = await client.post("/v1/ingest", data={"library": "web-by-url"})
             assert nothing.status_code == 400 and "files" in nothing.json()["error"]["message"]
             libraries = {x["name"]: x for x in (await client.get("/v1/libraries")).json()["libraries"]}
             assert libraries["default"]["documents"] == 12 and libraries["default"]["chunks"] > 12
-            assert libraries["web"]["documents"] == 1 and libraries["web"]["updated_at"]
+            assert libraries["web-by-url"]["documents"] == 1 and libraries["web-by-url"]["updated_at"]
     finally:
         site.shutdown()
         site.server_close()
