@@ -108,6 +108,19 @@ def test_ingest_builds_the_graph_and_seeded_communities(
     assert summary.entities == len(kg) and summary.relations == kg.graph.number_of_edges() > 0
     # "Jeff Porcaro" is one entity mentioned by two documents.
     assert kg.chunks_of("jeff porcaro") == {stores.chunk("toto"), stores.chunk("porcaro")}
+    # What the refresh reads instead of the whole graph says the same: keys and summed weights,
+    # and the rows of a few entities.
+    keys, edges = stores.graph.weighted_edges("default")
+    assert keys == sorted(kg.graph.nodes)
+    assert edges == sorted((*sorted((a, b)), pytest.approx(w)) for a, b, w in kg.graph.edges(data="weight"))
+    some = {"jeff porcaro", "toto", "hartford", "marie curie"}
+    part = stores.graph.subgraph("default", some)
+    assert dict(part.graph.nodes(data=True)) == {k: kg.graph.nodes[k] for k in some}
+
+    def edges_of(g):  # type: ignore[no-untyped-def]
+        return sorted((*sorted((a, b)), attrs) for a, b, attrs in g.edges(data=True))
+
+    assert edges_of(part.graph) == edges_of(kg.graph.subgraph(some))
     communities = stores.communities()
     assert summary.communities == len(communities) >= 3
     assert summary.communities_summarized == len(communities)
