@@ -242,6 +242,24 @@ class AgentClient:
         return result
 
 
+def _ingest_request(
+    paths: Iterable[str],
+    files: Iterable[tuple[str, bytes]],
+    library: str,
+    prune: bool,
+    urls: Iterable[str],
+    enrich: bool,
+) -> ingest_pb2.IngestRequest:
+    return ingest_pb2.IngestRequest(
+        library=library,
+        prune=prune,
+        enrich=enrich,
+        urls=list(urls),
+        paths=list(paths),
+        files=[ingest_pb2.FileUpload(filename=n, content=c) for n, c in files],
+    )
+
+
 class IngestClient:
     def __init__(self, channel: grpc.aio.Channel, deadline_s: float, short_deadline_s: float = 10.0) -> None:
         self._stub = ingest_pb2_grpc.IngestServiceStub(channel)
@@ -256,12 +274,7 @@ class IngestClient:
         enrich: bool = False,
     ) -> AsyncIterator[ingest_pb2.IngestResponse]:
         """The raw event stream for uploaded files and web pages (the gateway relays it as JSON)."""
-        req = ingest_pb2.IngestRequest(
-            library=library,
-            enrich=enrich,
-            files=[ingest_pb2.FileUpload(filename=n, content=c) for n, c in files],
-            urls=list(urls),
-        )
+        req = _ingest_request((), files, library, False, urls, enrich)
         async for event in _stream(self._stub.Ingest(req, timeout=self._deadline)):
             yield event
 
@@ -274,14 +287,7 @@ class IngestClient:
         urls: Iterable[str] = (),
         enrich: bool = False,
     ) -> AsyncIterator[d.FileProgress | d.IngestSummary]:
-        req = ingest_pb2.IngestRequest(
-            library=library,
-            prune=prune,
-            enrich=enrich,
-            urls=list(urls),
-            paths=list(paths),
-            files=[ingest_pb2.FileUpload(filename=n, content=c) for n, c in files],
-        )
+        req = _ingest_request(paths, files, library, prune, urls, enrich)
         async for event in _stream(self._stub.Ingest(req, timeout=self._deadline)):
             yield convert.ingest_event_from_pb(event)
 
@@ -294,13 +300,7 @@ class IngestClient:
         urls: Iterable[str] = (),
     ) -> d.IngestJob:
         """Queues an ingest (durable); returns the job at once."""
-        req = ingest_pb2.IngestRequest(
-            library=library,
-            prune=prune,
-            urls=list(urls),
-            paths=list(paths),
-            files=[ingest_pb2.FileUpload(filename=n, content=c) for n, c in files],
-        )
+        req = _ingest_request(paths, files, library, prune, urls, enrich=False)
         try:
             resp = await self._stub.SubmitIngest(
                 ingest_pb2.SubmitIngestRequest(request=req), timeout=self._short

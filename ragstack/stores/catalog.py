@@ -9,38 +9,33 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ragstack.domain import Document
+from ragstack.stores.sqlite import open_sqlite
 
 _COLUMNS = "document_id, library, source, revision, fingerprint, title, media_type, chunk_count, indexed_at"
 
 
+# The batch journal: what a batch is about to write, so that a crash between the stores' commits
+# is rolled back or forward at the next start (services/ingest/pipeline.py).
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS documents (
+  document_id TEXT NOT NULL, library TEXT NOT NULL, source TEXT NOT NULL, revision TEXT,
+  fingerprint TEXT NOT NULL, title TEXT, media_type TEXT, chunk_count INTEGER, indexed_at TEXT,
+  PRIMARY KEY (library, document_id));
+CREATE TABLE IF NOT EXISTS journal (id INTEGER PRIMARY KEY CHECK (id = 1), record TEXT);
+"""
+
+
 class Catalog:
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS documents ("
-            " document_id TEXT NOT NULL, library TEXT NOT NULL, source TEXT NOT NULL,"
-            " revision TEXT, fingerprint TEXT NOT NULL, title TEXT, media_type TEXT,"
-            " chunk_count INTEGER, indexed_at TEXT, PRIMARY KEY (library, document_id))"
-        )
-
-    # The batch journal: what a batch is about to write, so that a crash between the stores' commits
-    # is rolled back or forward at the next start (services/ingest/pipeline.py).
+        self._db = open_sqlite(path, _SCHEMA)
 
     def begin_batch(self, record: str) -> None:
         with self._lock:
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS journal (id INTEGER PRIMARY KEY CHECK (id = 1), record TEXT)"
-            )
             self._db.execute("INSERT OR REPLACE INTO journal (id, record) VALUES (1, ?)", (record,))
 
     def pending_batch(self) -> str | None:
         with self._lock:
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS journal (id INTEGER PRIMARY KEY CHECK (id = 1), record TEXT)"
-            )
             row = self._db.execute("SELECT record FROM journal WHERE id = 1").fetchone()
         return str(row[0]) if row else None
 
@@ -132,6 +127,7 @@ class Catalog:
                 copy.backup(self._db)
             finally:
                 copy.close()
+            self._db.executescript(_SCHEMA)  # a snapshot older than a table gets it back
 
     def close(self) -> None:
         self._db.close()

@@ -5,7 +5,6 @@ Ingest writes the attached ones; retrieve reads both."""
 from __future__ import annotations
 
 import re
-import sqlite3
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -16,6 +15,7 @@ from ragstack import domain as d
 from ragstack.config import DatabaseConfig
 from ragstack.errors import InvalidArgument, NotFound, RagstackError
 from ragstack.sql import open_source, redact
+from ragstack.stores.sqlite import open_sqlite
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
@@ -42,14 +42,12 @@ def introspect(entry: Entry) -> d.Database:
 
 class DatabaseRegistry:
     def __init__(self, path: Path, configured: Sequence[DatabaseConfig] = ()) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self._configured = list(configured)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(
+        self._db = open_sqlite(
+            path,
             "CREATE TABLE IF NOT EXISTS databases (library TEXT NOT NULL, name TEXT NOT NULL,"
-            " url TEXT NOT NULL, attached_at TEXT NOT NULL, PRIMARY KEY (library, name))"
+            " url TEXT NOT NULL, attached_at TEXT NOT NULL, PRIMARY KEY (library, name))",
         )
 
     def entries(self, library: str) -> list[Entry]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import sqlite3
 import threading
 from collections.abc import Sequence
 from dataclasses import replace
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ragstack.domain import Chunk
+from ragstack.stores.sqlite import open_sqlite
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +39,8 @@ class Enricher:
     def __init__(self, llm: ChatLLM | None, cache: Path) -> None:
         self._llm = llm
         self._lock = threading.Lock()
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(cache), check_same_thread=False, isolation_level=None)
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS sentences (key TEXT PRIMARY KEY, sentence TEXT NOT NULL)"
+        self._db = open_sqlite(
+            cache, "CREATE TABLE IF NOT EXISTS sentences (key TEXT PRIMARY KEY, sentence TEXT NOT NULL)"
         )
         self.asked = 0  # LLM calls made (the rest came from the cache)
 

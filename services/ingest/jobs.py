@@ -5,7 +5,6 @@ not commit."""
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import uuid
 from collections.abc import Callable
@@ -13,6 +12,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from ragstack.stores.sqlite import open_sqlite
 
 QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
 _COLUMNS = "job_id, library, state, submitted_at, updated_at, files_done, summary, error, attempts"
@@ -33,16 +34,14 @@ class Job:
 
 class JobStore:
     def __init__(self, path: Path, now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self._now = now
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(
+        self._db = open_sqlite(
+            path,
             "CREATE TABLE IF NOT EXISTS jobs (job_id TEXT PRIMARY KEY, library TEXT NOT NULL,"
             " request BLOB NOT NULL, state TEXT NOT NULL, submitted_at TEXT NOT NULL,"
             " updated_at TEXT NOT NULL, files_done INTEGER NOT NULL DEFAULT 0, summary BLOB,"
-            " error TEXT NOT NULL DEFAULT '', attempts INTEGER NOT NULL DEFAULT 0)"
+            " error TEXT NOT NULL DEFAULT '', attempts INTEGER NOT NULL DEFAULT 0)",
         )
 
     def submit(self, library: str, request: bytes) -> Job:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e.test_processes import RAGSTACK, _wait_ready, env, write_config
+from tests.e2e.test_processes import _wait_ready, env, serve, write_config
 
 KEY = "fuzz-key-5d2c"
 
@@ -23,13 +23,7 @@ def test_no_server_errors_under_fuzzing(tmp_path: Path) -> None:
     raw["gateway"] = {"api_keys": [KEY]}
     config.write_text(yaml.safe_dump(raw))
     base = f"http://127.0.0.1:{ports['gateway']}"
-    server = subprocess.Popen(
-        [*RAGSTACK, "-c", str(config), "serve"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env(),
-    )
+    server = serve(config)
     try:
         _wait_ready(f"{base}/health/ready", server)
         fuzz = subprocess.run(

@@ -108,15 +108,9 @@ async def test_restore_and_vacuum_with_lancedb_on_object_storage_and_a_replica(
     replica (its own data dir) through both, and vacuum works on the bucket's tables."""
     import asyncio
 
-    from tests.tools.s3 import s3_bucket
+    from tests.tools.s3 import s3_storage
 
-    with s3_bucket() as (url, options):
-        storage = {
-            "lancedb_uri": f"{url}/lancedb",
-            "options": options,
-            "lexical_snapshots": f"{url}/lexical",
-            "snapshot_poll_s": 0.2,
-        }
+    with s3_storage() as storage:
         stacks = []
         for name, services in (("writer", ("ingest",)), ("replica", ("retrieve",))):
             cfg = make_config(tmp_path / name, storage=storage, ingest={"graph": False})

@@ -11,19 +11,13 @@ from ragstack import domain as d
 from ragstack.resources import Resources
 from ragstack.rpc.clients import IngestClient, RetrieveClient, open_channel
 from tests.conftest import SAMPLES, make_config, start_with
-from tests.tools.s3 import s3_bucket
+from tests.tools.s3 import s3_storage
 
 
 async def test_a_replica_reads_what_ingest_put_in_object_storage(
     tmp_path: Path, resources: Resources
 ) -> None:
-    with s3_bucket() as (url, options):
-        storage = {
-            "lancedb_uri": f"{url}/lancedb",
-            "options": options,
-            "lexical_snapshots": f"{url}/lexical",
-            "snapshot_poll_s": 0.2,
-        }
+    with s3_storage() as storage:
         writer_cfg = make_config(tmp_path / "writer", storage=storage, ingest={"graph": False})
         replica_cfg = make_config(tmp_path / "replica", storage=storage)
         stacks = []

@@ -124,6 +124,17 @@ def test_bad_config_fails_at_start_naming_the_key(tmp_path: Path) -> None:
     assert out.returncode != 0 and "retrieve.top_kk: unknown key" in out.stderr
 
 
+def serve(config: Path, *args: str) -> subprocess.Popen[str]:
+    """`ragstack serve ARGS` in a process of its own, stdout and stderr captured together."""
+    return subprocess.Popen(
+        [*RAGSTACK, "-c", str(config), "serve", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env(),
+    )
+
+
 def _wait_ready(url: str, proc: subprocess.Popen, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -141,13 +152,7 @@ def _wait_ready(url: str, proc: subprocess.Popen, timeout: float = 120) -> None:
 @pytest.mark.slow
 def test_serve_all_then_cli_uses_it_then_sigterm(tmp_path: Path) -> None:
     config, ports = write_config(tmp_path)
-    proc = subprocess.Popen(
-        [*RAGSTACK, "-c", str(config), "serve"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env(),
-    )
+    proc = serve(config)
     try:
         _wait_ready(f"http://127.0.0.1:{ports['gateway']}/health/ready", proc)
         # The CLI finds the running server and goes through it (the server holds the writer lock).
@@ -177,16 +182,7 @@ def test_serve_all_then_cli_uses_it_then_sigterm(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_split_mode_one_service_per_process(tmp_path: Path) -> None:
     config, ports = write_config(tmp_path)
-    procs = {
-        name: subprocess.Popen(
-            [*RAGSTACK, "-c", str(config), "serve", "--service", name],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=env(),
-        )
-        for name in ("retrieve", "verify", "agent")
-    }
+    procs = {name: serve(config, "--service", name) for name in ("retrieve", "verify", "agent")}
     try:
         import grpc
         from grpc_health.v1 import health_pb2, health_pb2_grpc

@@ -39,3 +39,16 @@ def s3_bucket() -> Iterator[tuple[str, dict[str, Any]]]:
         yield f"s3://{bucket}", options
     finally:
         server.stop()
+
+
+@contextmanager
+def s3_storage() -> Iterator[dict[str, Any]]:
+    """The `storage` config section that puts LanceDB and the lexical snapshots in a new bucket
+    (replicas poll every 0.2 s)."""
+    with s3_bucket() as (url, options):
+        yield {
+            "lancedb_uri": f"{url}/lancedb",
+            "options": options,
+            "lexical_snapshots": f"{url}/lexical",
+            "snapshot_poll_s": 0.2,
+        }
