@@ -85,15 +85,13 @@ async def test_an_off_schema_grade_falls_back_to_the_scores(tmp_path: Path, embe
 async def test_the_llm_rewrites_a_follow_up_and_a_rewrite_that_answers_is_refused(
     tmp_path: Path, embedder
 ) -> None:  # type: ignore[no-untyped-def]
-    store = SessionStore(tmp_path / "sessions.sqlite")
-    store.add(
-        "s1",
-        "Who was Ed Wood?",
-        "Who was Ed Wood?",
-        "An American filmmaker [1].",
-        False,
-        "2026-11-30T00:00:00",
-    )
+    def asked_about_wood(at: str) -> SessionStore:
+        """The session's latest turn is the question about Ed Wood."""
+        store = SessionStore(tmp_path / "sessions.sqlite")
+        store.add("s1", "Who was Ed Wood?", "Who was Ed Wood?", "An American filmmaker [1].", False, at)
+        return store
+
+    store = asked_about_wood("2026-11-30T00:00:00")
     for standalone, expected, how in (
         ("Which films did Ed Wood direct?", "Which films did Ed Wood direct?", "llm"),
         ("Plan 9 from Outer Space.", "Which films did Ed Wood direct?", "heuristic"),  # an answer, refused
@@ -110,15 +108,7 @@ async def test_the_llm_rewrites_a_follow_up_and_a_rewrite_that_answers_is_refuse
         done = events[-1]
         assert isinstance(done, d.DoneEvent) and a.trace(done.trace_id)["rewrite"] == how
         store.close()
-        store = SessionStore(tmp_path / "sessions.sqlite")
-        store.add(
-            "s1",
-            "Who was Ed Wood?",
-            "Who was Ed Wood?",
-            "An American filmmaker [1].",
-            False,
-            "2026-11-30T00:00:01",
-        )
+        store = asked_about_wood("2026-11-30T00:00:01")
 
 
 async def test_ambiguous_evidence_reads_the_neighbouring_chunks(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
