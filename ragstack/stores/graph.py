@@ -72,7 +72,7 @@ class GraphStore:
         writer: bool = False,
         storage_options: Mapping[str, str] | None = None,
     ) -> None:
-        """`dimension`: of the summary vectors; a writer needs it to create the tables. `path`: a
+        """`dimension`: of the community vectors; a writer needs it to create the tables. `path`: a
         folder or an object store URL (storage.lancedb_uri)."""
         self._db = connect_lancedb(path, writer, storage_options)
         self.dimension = dimension
@@ -218,7 +218,7 @@ class GraphStore:
             return kg
 
     def communities(self, library: str) -> tuple[list[Community], np.ndarray]:
-        """The library's communities and their summary vectors (one row each)."""
+        """The library's communities and their vectors (one row each)."""
         table = self._table(COMMUNITIES)
         if table is None:
             return [], np.zeros((0, self.dimension), dtype=np.float32)

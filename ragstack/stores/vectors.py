@@ -291,6 +291,22 @@ class VectorStore:
             )
         return [found[c] for c in chunk_ids if c in found]
 
+    def vectors_by_id(self, library: str, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The vectors of the chunks with these ids (those that exist), read without their text."""
+        table = self._open()
+        found: dict[str, np.ndarray] = {}
+        if table is None:
+            return found
+        for i in range(0, len(chunk_ids), 1000):
+            ids = ", ".join(sql_str(c) for c in chunk_ids[i : i + 1000])
+            where = f"library = {sql_str(library)} AND chunk_id IN ({ids})"
+            data = table.search().where(where).select(["chunk_id", "vector"]).limit(None).to_arrow()
+            flat = data.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
+            found.update(
+                zip(data.column("chunk_id").to_pylist(), flat.reshape(-1, self.dimension), strict=True)
+            )
+        return found
+
     def around(self, library: str, document_id: str, position: int, radius: int) -> list[Chunk]:
         """The chunks of a document within `radius` positions of `position`, in order."""
         table = self._open()

@@ -42,6 +42,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         publisher.publish()  # what is already indexed, for replicas that start before the next batch
     # A writer when ingest builds the graph; otherwise read for the stats only.
     graph_store = GraphStore(lancedb_at, embedder.dimension, writer=cfg.ingest.graph, storage_options=options)
+    vectors = VectorStore(lancedb_at, embedder.dimension, writer=True, storage_options=options)
     graph = None
     if cfg.ingest.graph:
         llm = res.llm if cfg.ingest.graph_llm and cfg.llm.enabled else None
@@ -49,12 +50,11 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         graph = GraphIndex(
             graph_store,
             LLMExtractor(llm, offline) if llm is not None else offline,
-            embedder,
+            vectors,
             seed=cfg.ingest.graph_seed,
             resolution=cfg.ingest.graph_resolution,
             llm=llm,
         )
-    vectors = VectorStore(lancedb_at, embedder.dimension, writer=True, storage_options=options)
     enricher = Enricher(res.llm if cfg.llm.enabled else None, cfg.data_dir / "enrich.sqlite")
     pipeline = IngestPipeline(
         catalog=catalog,

@@ -4,7 +4,8 @@ Louvain communities and their extractive summaries, kept up to date incrementall
 Louvain (igraph's multilevel, in C) runs per connected component (seeded, on nodes and edges in
 sorted order), so a component that no change reached is partitioned exactly as before. A
 community's id is a hash of its members; a community whose id already exists and that no changed
-document touches keeps its summary and vector, the rest are summarised and embedded again. The
+document touches keeps its summary and vector, the rest are summarised again (a community's vector
+is the mean of its chunks' vectors, read from the vector store, nothing embedded). The
 partition reads only keys and summed edge weights; the full rows are read only for the entities of
 the communities summarised again, so a small change costs little on a large graph.
 """
@@ -34,8 +35,8 @@ SUMMARY_SENTENCES = 3
 SUMMARY_CHUNKS = 20
 
 
-class Embedder(Protocol):
-    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+class ChunkVectors(Protocol):
+    def vectors_by_id(self, library: str, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]: ...
 
 
 class TextLLM(Protocol):
@@ -145,7 +146,7 @@ class GraphIndex:
         self,
         store: GraphStore,
         extractor: Extractor,
-        embedder: Embedder,
+        chunk_vectors: ChunkVectors,
         seed: int = 42,
         resolution: float = 1.0,
         llm: TextLLM | None = None,
@@ -153,7 +154,7 @@ class GraphIndex:
         self._llm = llm
         self._store = store
         self._extractor = extractor
-        self._embedder = embedder
+        self._chunk_vectors = chunk_vectors
         self._seed = seed
         self._resolution = resolution
         self._touched: dict[str, set[str]] = {}
@@ -198,6 +199,20 @@ class GraphIndex:
             return community
         return replace(community, summary=f"{text[:1000]}\n{community.summary}")
 
+    def _centroids(self, library: str, communities: Sequence[Community]) -> list[np.ndarray]:
+        """A community's vector: the unit mean of its chunks' vectors, so that global search finds
+        the communities whose chunks are nearest the query. The chunks are already embedded: the
+        summaries need no embedding of their own."""
+        wanted = sorted({c for community in communities for c in community.chunk_ids})
+        found = self._chunk_vectors.vectors_by_id(library, wanted) if wanted else {}
+        out: list[np.ndarray] = []
+        for community in communities:
+            rows = [found[c] for c in community.chunk_ids if c in found]
+            mean = np.mean(rows, axis=0) if rows else np.zeros(self._store.dimension)
+            norm = float(np.linalg.norm(mean))
+            out.append((mean / norm if norm > 0 else mean).astype(np.float32))
+        return out
+
     def counts(self, library: str) -> CommunityCounts:
         entities, relations, communities = self._store.counts(library)
         return CommunityCounts(entities, relations, communities, 0)
@@ -222,8 +237,7 @@ class GraphIndex:
         fresh = [summarize(library, kg, members) for members in redo]
         if fresh and self._llm is not None and self._llm.available_now():
             fresh = [self._with_llm_summary(c) for c in fresh]
-        if fresh:
-            vectors.extend(self._embedder.embed([c.summary for c in fresh]))
+        vectors.extend(self._centroids(library, fresh))
         communities = kept + fresh
         if communities or old:
             matrix = np.vstack(vectors) if vectors else np.zeros((0, self._store.dimension), np.float32)

@@ -3,9 +3,9 @@ stores → catalog; after the run, the graph's communities.
 
 Documents are prepared one by one and written in batches: the chunks of a batch are embedded in
 one call (sorted by length, so little padding) and each store is written once per batch. Two
-stages overlap: while one thread reads, parses and embeds batch N, another extracts the entities
-of batch N-1 and writes it to the stores (one batch in flight, so memory stays bounded and the
-writes stay in order). A file that fails is reported and skipped; the batch goes on. The catalog
+stages overlap: while one thread reads, parses and embeds batch N, another writes batch N-1 to
+the stores, then extracts the entities of batch N (one batch in flight, so memory stays bounded and
+the writes stay in order). A file that fails is reported and skipped; the batch goes on. The catalog
 row (with the fingerprint) is written after the stores, so a crash before it leaves the documents
 to be redone by the next run.
 """
@@ -276,10 +276,14 @@ class IngestPipeline:
             with tracer.start_as_current_span("ingest.enrich", attributes={"chunks": len(chunks)}):
                 excerpts = {p.item.document_id: "\n\n".join(c.text for c in p.chunks[:4]) for p in batch}
                 chunks = self._enricher.enrich(chunks, excerpts)
+        # The entities need no vectors: the writer thread extracts them while this batch is embedded
+        # (after writing the batch before it), so the last batch's extraction is no tail either.
+        extracted = writer.submit(self._extract, chunks)
         try:
             with tracer.start_as_current_span("ingest.embed", attributes={"chunks": len(chunks)}):
                 vectors = self._embedder.embed([embedding_text(c) for c in chunks])
         except Exception as err:
+            extracted.cancel()
             for p in batch:
                 yield _count(
                     summary, _failed(p.item.source, p.item.document_id, p.index, total, _reason(err))
@@ -290,15 +294,21 @@ class IngestPipeline:
                 p.item.source, FileStage.EMBEDDED, p.index, total, p.item.document_id, len(p.chunks)
             )
         yield from _drain(summary, in_flight)
-        return writer.submit(self._write, batch, library, chunks, vectors, total)
+        return writer.submit(self._write, batch, library, chunks, vectors, extracted, total)
 
     def _write(
-        self, batch: list[_Prepared], library: str, chunks: list[Chunk], vectors: np.ndarray, total: int
+        self,
+        batch: list[_Prepared],
+        library: str,
+        chunks: list[Chunk],
+        vectors: np.ndarray,
+        extracted: Future[tuple[list[EntityMention], list[Relation]]],
+        total: int,
     ) -> list[FileProgress]:
-        """Extracts the batch's entities and writes it to every store (on the writer thread);
-        returns its documents' outcomes."""
+        """Writes the batch to every store (on the writer thread, after its extraction, which the
+        same thread ran first); returns its documents' outcomes."""
         ids = [p.item.document_id for p in batch]
-        graph = self._extract(chunks)
+        graph = extracted.result()
         indexed_at = self._now().isoformat()
         docs = [Document(**{**p.document.__dict__, "indexed_at": indexed_at}) for p in batch]
         # The journal says what is about to change and where every store stood, so that a crash

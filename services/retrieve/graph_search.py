@@ -3,8 +3,9 @@
 Local: the entities named in the query (n-grams matched against entity names and aliases), each
 worth its rarity (idf over chunks); their heaviest neighbours worth a share of theirs, so a chunk
 one hop away (the band of the drummer asked about) is found too; chunks ranked by the sum.
-Global: every community summary scored against the query vector; the chunks behind the best few,
-taken in turn from each, the better community first.
+Global: every community's vector (the mean of its chunks' vectors) scored against the query
+vector; the chunks behind the best few (passing over a community that brings no chunk the better
+ones did not), taken in turn from each, the better community first.
 """
 
 from __future__ import annotations
@@ -66,7 +67,14 @@ class GraphSearch:
         best = sorted(
             range(len(communities)), key=lambda i: (-float(similarity[i]), communities[i].community_id)
         )
-        picked = best[: self._communities]
+        picked: list[int] = []
+        covered: set[str] = set()
+        for i in best:  # a community whose chunks are all in already adds nothing
+            if not covered.issuperset(communities[i].chunk_ids):
+                picked.append(i)
+                covered.update(communities[i].chunk_ids)
+                if len(picked) == self._communities:
+                    break
         scores: dict[str, float] = {}
         for i in picked:
             for rank, chunk_id in enumerate(communities[i].chunk_ids):

@@ -8,6 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ragstack.domain import Chunk, IngestSummary, SearchFilter
@@ -34,21 +35,23 @@ class Stores:
         self.docs = root / "docs"
         shutil.copytree(DOCS, self.docs, ignore=shutil.ignore_patterns("README.md"))
         lance = root / "data" / "lancedb"  # where a config with data_dir root/data looks
+        vectors = VectorStore(lance, embedder.dimension, writer=True)
         self.pipeline = IngestPipeline(
             Catalog(root / "catalog.sqlite"),
-            VectorStore(lance, embedder.dimension, writer=True),
+            vectors,
             LexicalStore(root / "tantivy", writer=True),
             embedder,
             chunk_tokens=256,
             overlap_sentences=1,
             max_file_bytes=200_000,
-            graph=GraphIndex(GraphStore(lance, embedder.dimension, writer=True), extractor, embedder, seed=7),
+            graph=GraphIndex(GraphStore(lance, embedder.dimension, writer=True), extractor, vectors, seed=7),
         )
         self.graph = GraphStore(lance, embedder.dimension)  # a reader, as the retrieve service has
         self.search = GraphSearch(
             self.graph, VectorStore(lance, embedder.dimension), neighbours=20, communities=2
         )
         self.embedder = embedder
+        self.vectors = vectors
 
     def ingest(self) -> IngestSummary:
         events = list(self.pipeline.run(collect_paths([str(self.docs)]), "default"))
@@ -177,12 +180,22 @@ def test_graph_local_search_follows_one_hop(stores: Stores) -> None:
     assert stores.search.local("a question naming nothing known", "default", 5, SearchFilter()) == []
 
 
-def test_graph_global_search_cites_the_chunks_behind_the_best_summary(stores: Stores) -> None:
+def test_graph_global_search_cites_the_chunks_of_the_nearest_community(stores: Stores) -> None:
     stores.ingest()
+    # A community's vector is the unit mean of its chunks' vectors (nothing embedded for it).
+    communities, matrix = stores.graph.communities("default")
+    for community, row in zip(communities, matrix, strict=True):
+        chunks = stores.vectors.vectors_by_id("default", community.chunk_ids)
+        assert set(chunks) == set(community.chunk_ids)
+        mean = np.mean([chunks[c] for c in community.chunk_ids], axis=0)
+        np.testing.assert_allclose(row, mean / np.linalg.norm(mean), atol=1e-6)
     vector = stores.embedder.embed(["physics research and the Nobel Prize"])[0]
     hits, communities = stores.search.global_(vector, "default", 5, SearchFilter())
-    assert "Pierre Curie" in communities[0].entities and communities[0].score > communities[-1].score
+    assert stores.chunk("curie") in communities[0].chunk_ids and communities[0].score >= communities[1].score
     assert hits[0][0].chunk_id in communities[0].chunk_ids and hits[0][0].document_id == stores.doc("curie")
+    # The curie page's other communities have the same chunk, so the same vector: the second
+    # community picked is one that brings chunks the first does not.
+    assert not set(communities[1].chunk_ids) <= set(communities[0].chunk_ids)
 
 
 def test_inspection_stats_communities_and_graphml(stores: Stores, tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from ragstack.config import LLMConfig
 from ragstack.domain import Chunk
 from ragstack.llm import LLM
 from ragstack.stores.graph import GraphStore
+from ragstack.stores.vectors import VectorStore
 from services.ingest.graph_extract import EntityExtractor
 from services.ingest.graph_index import GraphIndex
 from services.ingest.llm_extract import LLMExtractor
@@ -119,7 +120,8 @@ def test_community_summaries_by_the_llm_keep_the_extractive_part(tmp_path: Path,
     with OllamaServer("test", reply).serve() as fake:
         llm = llm_for(fake)
         store = GraphStore(tmp_path / "lance", embedder.dimension, writer=True)
-        index = GraphIndex(store, LLMExtractor(llm, offline), embedder, llm=llm)
+        vectors = VectorStore(tmp_path / "lance", embedder.dimension, writer=True)
+        index = GraphIndex(store, LLMExtractor(llm, offline), vectors, llm=llm)
         index.write("lib", ["d"], *index.extract([chunk()]))
         counts = index.refresh("lib")
     (community,), _ = store.communities("lib")

@@ -99,7 +99,7 @@ def stores(tmp_path: Path, embedder, extractor: EntityExtractor) -> Stores:  # t
         overlap_sentences=1,
         max_file_bytes=200_000,
         batch_chunks=32,  # several commits per run: several versions per table
-        graph=GraphIndex(graph, extractor, embedder, seed=7),
+        graph=GraphIndex(graph, extractor, vectors, seed=7),
     )
     searcher = Searcher(
         embedder,
