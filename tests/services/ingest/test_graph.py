@@ -16,7 +16,7 @@ from ragstack.stores.catalog import Catalog
 from ragstack.stores.graph import GraphStore
 from ragstack.stores.lexical import LexicalStore
 from ragstack.stores.vectors import VectorStore
-from services.ingest.graph_extract import EntityExtractor, prose
+from services.ingest.graph_extract import EntityExtractor, may_name, prose
 from services.ingest.graph_index import GraphIndex
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.sources import collect_paths
@@ -96,6 +96,22 @@ def test_known_entities_relations_and_aliases(extractor: EntityExtractor) -> Non
     assert drums.chunk_ids == ("toto:0",) and drums.weight == 1.0
     # Numbers and dates are not entities.
     assert not any(m.key in ("1977", "1992") for m in mentions)
+
+
+def test_ner_reads_only_the_sentences_that_may_name_someone(extractor: EntityExtractor) -> None:
+    assert (
+        may_name("The prize went to Marie Curie.")
+        and may_name("Curie won.")
+        and may_name("In 1903 Curie won.")
+    )
+    assert not may_name("The results were good.") and not may_name("IL-6 rose in mice (CI 0.4-0.7).")
+    assert not may_name("Results: none.") and not may_name("we saw nothing")
+    text = "IL-6 and TNF rose in treated mice. The drummer Jeff Porcaro was born in Hartford."
+    mentions, relations = extractor.extract([Chunk("d:0", "d", "lib", text)])
+    found = {m.key: m.type for m in mentions}
+    # Terms come from their shape in a sentence NER skipped; names from NER in the other.
+    assert found == {"il 6": "TERM", "tnf": "TERM", "jeff porcaro": "PERSON", "hartford": "GPE"}
+    assert {(r.source, r.target) for r in relations} == {("il 6", "tnf"), ("hartford", "jeff porcaro")}
 
 
 def test_prose_ends_headings_and_rows_like_sentences() -> None:
