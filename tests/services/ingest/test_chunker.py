@@ -90,6 +90,13 @@ def test_real_tokenizer_budget(embedder) -> None:
     assert all(embedder.count_tokens(c.text) <= 128 or "```" in c.text or "|" in c.text for c in chunks)
 
 
+def test_a_sentence_longer_than_the_model_reads_is_cut_to_the_budget(embedder) -> None:
+    # 1,000 word pieces with no sentence end: over the embedder's 256 and the 512 budget.
+    text = "# T\n\n" + " ".join(f"term{i % 7}" for i in range(500))
+    chunks = chunk_markdown(text, "T", 512, 1, embedder.count_tokens)
+    assert len(chunks) == 2 and all(embedder.count_tokens(c.text) <= 512 for c in chunks)
+
+
 def test_page_markers_give_chunks_their_pages() -> None:
     doc = (
         "<!-- page 1 -->\n# Report\n\nFirst page text. More of it.\n<!-- page 2 -->\nSecond page text.\n\n"
