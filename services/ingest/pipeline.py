@@ -2,12 +2,13 @@
 stores → catalog; after the run, the graph's communities.
 
 Documents are prepared one by one and written in batches: the chunks of a batch are embedded in
-one call (sorted by length, so little padding) and each store is written once per batch. Two
-stages overlap: while one thread reads, parses and embeds batch N, another writes batch N-1 to
-the stores, then extracts the entities of batch N (one batch in flight, so memory stays bounded and
-the writes stay in order). A file that fails is reported and skipped; the batch goes on. The catalog
-row (with the fingerprint) is written after the stores, so a crash before it leaves the documents
-to be redone by the next run.
+one call (sorted by length, so little padding) and each store is written once per batch. Three
+stages overlap: while one thread embeds batch N, another reads, parses and chunks the documents
+of batch N+1, and a third writes batch N-1 to the stores, then extracts the entities of batch N
+(at most a batch ahead and one in flight, so memory stays bounded and the writes stay in order).
+A file that fails is reported and skipped; the batch goes on. The catalog row (with the
+fingerprint) is written after the stores, so a crash before it leaves the documents to be redone
+by the next run.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from ragstack.knowledge_graph import EntityMention, Relation
 from ragstack.stores.catalog import Catalog
 from ragstack.stores.location import table_names
 from services.ingest import readers
+from services.ingest.ahead import Ahead
 from services.ingest.chunker import chunk_markdown, split_pages
 from services.ingest.enrich import Enricher
 from services.ingest.graph_index import GraphIndex
@@ -138,21 +140,28 @@ class IngestPipeline:
                     "enrichment skipped: no LLM reachable (llm.host), chunks indexed as they are"
                 )
         known = self._catalog.fingerprints(library)
+
+        def prepare(entry: tuple[int, DocItem | Rejected]) -> _Prepared | None:
+            index, doc = entry
+            return None if isinstance(doc, Rejected) else self._prepare(doc, library, known, index)
+
         pending: list[_Prepared] = []
-        # Leaving the block waits for the batch in flight, also when the caller stops reading.
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-write") as writer:
+        # Leaving the block stops the parsing ahead and waits for the batch in flight, also when
+        # the caller stops reading. The parsing stays at most a batch of chunks ahead.
+        with (
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-write") as writer,
+            Ahead(
+                enumerate(docs, start=1), prepare, _chunk_count, self._batch_chunks, "ingest-parse"
+            ) as ahead,
+        ):
             in_flight: Future[list[FileProgress]] | None = None
-            for index, doc in enumerate(docs, start=1):
+            for (index, doc), prepared in ahead:
                 if isinstance(doc, Rejected):
                     yield _count(summary, _failed(doc.source, "", index, len(docs), doc.reason))
                     continue
-                try:
-                    # Spans open and close between yields: this generator is resumed from worker threads.
-                    prepared = self._prepare(doc, library, known, index)
-                except Exception as err:
-                    yield _count(
-                        summary, _failed(doc.source, doc.document_id, index, len(docs), _reason(err))
-                    )
+                if isinstance(prepared, Exception):
+                    reason = _reason(prepared)
+                    yield _count(summary, _failed(doc.source, doc.document_id, index, len(docs), reason))
                     continue
                 if prepared is None:
                     summary.unchanged += 1
@@ -404,6 +413,10 @@ class IngestPipeline:
             self._graph.delete(library, document_id)
         self._catalog.delete(library, document_id)
         return removed
+
+
+def _chunk_count(prepared: _Prepared | None) -> int:
+    return len(prepared.chunks) if prepared is not None else 0
 
 
 def _failed(source: str, document_id: str, index: int, total: int, reason: str) -> FileProgress:
