@@ -1,8 +1,8 @@
 """`ragstack bench ingest`: a corpus ingested from scratch through the ingest service, with the time
 per stage (from the pipeline's own spans: parse, chunk, embed, graph extraction, index,
-communities; graph and index run on the writer thread while the next batch is embedded, so these
-overlap), the embedder alone on the same chunk texts, peak memory, and a re-ingest after one
-document changed."""
+communities; parsing and chunking run on their own thread ahead of the embedder, graph extraction
+and index writes on the writer thread, so these overlap), the embedder alone on the same chunk
+texts, peak memory, and a re-ingest after one document changed."""
 
 from __future__ import annotations
 
