@@ -1,6 +1,7 @@
 """Work done ahead on a thread of its own: the next items are prepared while the caller handles
 the ones before, handed over in order, and never more than a bounded weight ahead (so memory
-stays bounded however fast the worker is)."""
+stays bounded however fast the worker is). The pipeline parses documents ahead of the embedder
+with it; the Ingest RPC reads the pipeline's events through it, in bursts."""
 
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ R = TypeVar("R")
 
 class Ahead(Generic[T, R]):
     """Iterates `(item, work(item))` in the items' order; an Exception that `work` raises is
-    handed over in place of its result. The worker waits while the results not yet taken weigh
-    `limit` or more (one result of any weight may always wait). Closing stops the worker after the
-    item in hand."""
+    handed over in place of its result, one that the items raise reaches the reader after the
+    results before it. The worker waits while the results not yet taken weigh `limit` or more (one
+    result of any weight may always wait). Closing stops the worker after the item in hand and
+    closes the items (a generator) on the worker's thread, where they ran."""
 
     def __init__(
         self, items: Iterable[T], work: Callable[[T], R], weight: Callable[[R], int], limit: int, name: str
@@ -56,22 +58,32 @@ class Ahead(Generic[T, R]):
         except BaseException as err:  # the reader must not wait for ever
             self._fatal = err
         finally:
+            close = getattr(self._items, "close", None)
+            if close is not None:
+                close()
             with self._cond:
                 self._done = True
                 self._cond.notify_all()
 
+    def _take(self, most: int | None) -> list[tuple[T, R | Exception]]:
+        """Up to `most` results (None: all ready), waiting for one; none once the items are done."""
+        with self._cond:
+            self._cond.wait_for(lambda: bool(self._ready) or self._done)
+            if not self._ready and self._fatal is not None:
+                raise self._fatal
+            n = len(self._ready) if most is None else min(most, len(self._ready))
+            taken = [self._ready.popleft() for _ in range(n)]
+            self._held -= sum(weight for _, _, weight in taken)
+            self._cond.notify_all()
+        return [(item, result) for item, result, _ in taken]
+
     def __iter__(self) -> Iterator[tuple[T, R | Exception]]:
-        while True:
-            with self._cond:
-                self._cond.wait_for(lambda: bool(self._ready) or self._done)
-                if not self._ready:
-                    if self._fatal is not None:
-                        raise self._fatal
-                    return
-                item, result, weight = self._ready.popleft()
-                self._held -= weight
-                self._cond.notify_all()
-            yield item, result
+        while taken := self._take(1):
+            yield taken[0]
+
+    def burst(self) -> list[tuple[T, R | Exception]]:
+        """Every result ready, waiting for one; none once the items are done."""
+        return self._take(None)
 
     def close(self) -> None:
         with self._cond:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import queue
-import threading
 from collections.abc import AsyncIterator, Callable, Generator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,13 +16,13 @@ from ragstack.errors import InvalidArgument, NotFound, Unavailable
 from ragstack.stores.databases import DatabaseRegistry
 from ragstack.stores.snapshots import StoreLifecycle, check_name
 from ragstack.v1 import ingest_pb2, ingest_pb2_grpc
+from services.ingest.ahead import Ahead
 from services.ingest.crawler import CrawlLimits, crawl
 from services.ingest.jobs import Job, JobStore
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.sources import Rejected, SourceItem, collect_paths, resolved, upload_items
 
 log = logging.getLogger(__name__)
-_END = object()
 _T = TypeVar("_T")
 _READ_AHEAD = 1024  # events the pipeline may run ahead of the client before it waits
 
@@ -296,55 +294,23 @@ def register(servicer: IngestServicer) -> Callable[[grpc.aio.Server], None]:
     return lambda server: ingest_pb2_grpc.add_IngestServiceServicer_to_server(servicer, server)
 
 
-class _Raised:
-    def __init__(self, err: BaseException) -> None:
-        self.err = err
-
-
 async def _read_ahead(events: Generator[_T, None, None]) -> AsyncIterator[_T]:
     """The generator's items, run on one worker thread and handed over in bursts: one thread hop
     per burst, not per item (re-ingesting a corpus is thousands of `unchanged` events). When the
     reader stops early (a cancelled call), the generator is closed on its own thread, which lets
     the pipeline finish the batch it is writing; this returns once it has."""
-    handoff: queue.Queue[Any] = queue.Queue(_READ_AHEAD)
-    stop = threading.Event()
-
-    def offer(item: Any) -> None:
-        while not stop.is_set():
-            try:
-                handoff.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
-
-    def produce() -> None:
-        try:
-            for item in events:
-                offer(item)
-                if stop.is_set():
-                    break
-            offer(_END)
-        except BaseException as err:
-            offer(_Raised(err))
-        finally:
-            events.close()
-            try:  # wakes a reader still waiting, after it stopped
-                handoff.put_nowait(_END)
-            except queue.Full:
-                pass
-
-    producer = asyncio.ensure_future(asyncio.to_thread(produce))
+    ahead = Ahead(events, _same, _one, _READ_AHEAD, "ingest-events")
     try:
-        while True:
-            burst = [await asyncio.to_thread(handoff.get)]
-            while not handoff.empty():
-                burst.append(handoff.get_nowait())
-            for item in burst:
-                if item is _END:
-                    return
-                if isinstance(item, _Raised):
-                    raise item.err
+        while burst := await asyncio.to_thread(ahead.burst):
+            for item, _ in burst:
                 yield item
     finally:
-        stop.set()
-        await producer
+        await asyncio.to_thread(ahead.close)
+
+
+def _same(item: _T) -> _T:
+    return item
+
+
+def _one(_: object) -> int:
+    return 1
