@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -149,6 +149,16 @@ class _Snapshot:
         return [row_to_chunk(r) for r in self.rows.take(pa.array(picked, type=pa.int64())).to_pylist()]
 
 
+def _rows_by_id(
+    table: Any, library: str, chunk_ids: Sequence[str], columns: list[str] | None = None
+) -> Iterator[pa.Table]:
+    """The rows of these chunks, a thousand ids a query (all columns, or `columns`)."""
+    for i in range(0, len(chunk_ids), 1000):
+        ids = ", ".join(sql_str(c) for c in chunk_ids[i : i + 1000])
+        query = table.search().where(f"library = {sql_str(library)} AND chunk_id IN ({ids})")
+        yield (query.select(columns) if columns else query).limit(None).to_arrow()
+
+
 class VectorStore:
     def __init__(
         self,
@@ -283,12 +293,8 @@ class VectorStore:
         if snapshot is not None:
             return snapshot.by_id(chunk_ids)
         found: dict[str, Chunk] = {}
-        for i in range(0, len(chunk_ids), 1000):
-            ids = ", ".join(sql_str(c) for c in chunk_ids[i : i + 1000])
-            where = f"library = {sql_str(library)} AND chunk_id IN ({ids})"
-            found.update(
-                (c.chunk_id, c) for c in map(row_to_chunk, table.search().where(where).limit(None).to_list())
-            )
+        for data in _rows_by_id(table, library, chunk_ids):
+            found.update((c.chunk_id, c) for c in map(row_to_chunk, data.to_pylist()))
         return [found[c] for c in chunk_ids if c in found]
 
     def vectors_by_id(self, library: str, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
@@ -297,10 +303,7 @@ class VectorStore:
         found: dict[str, np.ndarray] = {}
         if table is None:
             return found
-        for i in range(0, len(chunk_ids), 1000):
-            ids = ", ".join(sql_str(c) for c in chunk_ids[i : i + 1000])
-            where = f"library = {sql_str(library)} AND chunk_id IN ({ids})"
-            data = table.search().where(where).select(["chunk_id", "vector"]).limit(None).to_arrow()
+        for data in _rows_by_id(table, library, chunk_ids, ["chunk_id", "vector"]):
             flat = data.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
             found.update(
                 zip(data.column("chunk_id").to_pylist(), flat.reshape(-1, self.dimension), strict=True)

@@ -81,15 +81,13 @@ class EntityExtractor:
 
     def __init__(self, batch_size: int = 64) -> None:
         import spacy
-        from spacy.pipeline import Sentencizer
         from thinc.api import use_ops
 
         with use_ops("numpy", use_blis=False):
             self._nlp = spacy.load(
                 SPACY_MODEL, exclude=["tok2vec", "parser", "lemmatizer", "tagger", "attribute_ruler"]
             )
-        self._nlp.add_pipe("sentencizer")
-        self._sentencizer = Sentencizer()  # the same, alone: sentences before NER
+        self._sentencizer = self._nlp.add_pipe("sentencizer")  # also called alone: sentences before NER
         self._batch = batch_size
 
     def extract(self, chunks: Sequence[Chunk]) -> tuple[list[EntityMention], list[Relation]]:

@@ -61,3 +61,18 @@ def test_ann_index_recall_against_exact(tmp_path: Path) -> None:
         ]
     )
     assert recall >= 0.95
+
+
+def test_chunks_and_vectors_by_id_from_lancedb_match_memory(tmp_path: Path) -> None:
+    writer = VectorStore(tmp_path, DIM, writer=True)
+    vecs = clustered(2500)
+    writer.replace_documents("lib", ["d"], chunks(2500), vecs)
+    writer.replace_documents("other", ["d"], chunks(5, "other"), vecs[:5])
+    memory, lance = VectorStore(tmp_path, DIM), VectorStore(tmp_path, DIM, memory_rows=0)
+    wanted = [f"d:{i}" for i in range(2499, -1, -2)] + ["d:missing"]  # more than one query's worth of ids
+    assert lance.chunks_by_id("lib", wanted) == memory.chunks_by_id("lib", wanted)
+    assert [c.chunk_id for c in lance.chunks_by_id("lib", wanted)] == wanted[:-1]
+    found = lance.vectors_by_id("lib", wanted)
+    assert set(found) == set(wanted[:-1])
+    assert all(np.allclose(found[f"d:{i}"], vecs[i]) for i in range(1, 2500, 2))
+    assert set(lance.vectors_by_id("other", ["d:0", "d:9"])) == {"d:0"}
