@@ -91,6 +91,26 @@ class IngestConfig(_Strict):
         description="Vacuum (`ragstack store vacuum`, the Vacuum RPC) removes LanceDB versions older than "
         "this many days; the versions snapshots pin are kept.",
     )
+    allowed_roots: list[Path] | None = Field(
+        None,
+        description="Folders whose files the Ingest RPC may read by path (symlinks resolved first); "
+        "anything else is refused. None: <data_dir>/inbox for a service; the one-process CLI also "
+        "allows the paths its user names. Relative entries are relative to the config file.",
+    )
+    fetch_allow: list[str] = Field(
+        default_factory=list,
+        description="Crawler and URL ingest: hosts or CIDR ranges that may be fetched although they are "
+        "loopback, private, link-local or otherwise internal (intranet crawling). Empty: public "
+        "addresses only.",
+    )
+    crawl_page_timeout_s: float = Field(
+        15.0, gt=0, description="Crawler: total time one page may take (connect, headers and body)."
+    )
+    crawl_timeout_s: float = Field(120.0, gt=0, description="Crawler: total time of one start URL's crawl.")
+    crawl_max_redirects: int = Field(5, ge=0, le=20, description="Crawler: redirects followed per page.")
+    crawl_max_page_mb: float = Field(
+        10.0, gt=0, description="Crawler: a page's body is refused once it grows past this (while reading)."
+    )
 
 
 class RetrieveConfig(_Strict):
@@ -225,6 +245,20 @@ class SqlConfig(_Strict):
         60.0, ge=0, description="How long a database's introspected schema is reused."
     )
     answer_rows: int = Field(20, ge=1, le=200, description="Agent: rows of a result an answer lists.")
+    allowed_roots: list[Path] = Field(
+        default_factory=list,
+        description="Folders under which SQLite and DuckDB files may be attached through the API "
+        "(resolved, no symlink escape). Empty: none (databases in ragstack.yaml are not limited).",
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="PostgreSQL hosts (names or CIDR ranges) that AttachDatabase may name. Empty: none.",
+    )
+    secret_env: list[str] = Field(
+        default_factory=list,
+        description="Environment variables an attached URL may name as `${NAME}`, in the password "
+        "position only. Empty: none.",
+    )
 
 
 class StorageConfig(_Strict):
@@ -273,22 +307,54 @@ class DeadlinesConfig(_Strict):
     health_s: float = Field(2.0, gt=0)
 
 
+class ApiKey(_Strict):
+    """One API key: who it is, what it may do, where, and which documents it sees."""
+
+    name: str = Field(..., pattern=r"^[A-Za-z0-9_.@-]{1,64}$", description="The principal's name.")
+    key: str = Field("", description="The key itself (env-friendly), or give key_sha256 instead.")
+    key_sha256: str = Field(
+        "", pattern=r"^([0-9a-f]{64})?$", description="SHA-256 of the key, hex (the key not stored)."
+    )
+    role: Literal["reader", "writer", "admin"] = Field(
+        "reader", description="reader: ask, read; writer: + ingest, delete; admin: + databases, stores."
+    )
+    libraries: list[str] = Field(
+        default_factory=lambda: ["*"], min_length=1, description="Libraries it may use; * is all."
+    )
+    groups: list[str] = Field(
+        default_factory=list,
+        description="ACL groups whose documents it sees besides those without groups; * is all "
+        "(admins see all).",
+    )
+
+    @field_validator("key")
+    @classmethod
+    def _long_enough(cls, value: str) -> str:
+        if value and len(value) < 16:
+            raise ValueError("a key must be at least 16 characters")
+        return value
+
+
 class GatewayConfig(_Strict):
     max_upload_mb: float = Field(
         100.0, gt=0, description="POST /v1/ingest bodies over this are refused (413)."
     )
     max_request_kb: int = Field(64, ge=1, description="Other request bodies over this are refused (413).")
-    api_keys: list[str] = Field(
+    api_keys: list[ApiKey | str] = Field(
         default_factory=list,
-        description="Keys accepted in X-API-Key (or Authorization: Bearer) on every route but health and "
-        "metrics; empty: no authentication (loopback only). Env: comma-separated.",
+        description="Keys accepted in X-API-Key (or Authorization: Bearer) on every route but health; "
+        "each {name, key or key_sha256, role, libraries, groups}. A plain string is an admin key (named "
+        "key1, key2, ...). Empty: no authentication, every caller the local admin (loopback only). "
+        "Env: comma-separated plain keys, or a JSON list.",
     )
     rate_limit_per_minute: int = Field(
         0, ge=0, description="Requests per minute per API key (per client address without keys); 0: no limit."
     )
     cors_origins: list[str] = Field(default_factory=list, description="Origins allowed by CORS; empty: none.")
     trusted_hosts: list[str] = Field(
-        default_factory=lambda: ["*"], description="Host headers accepted (e.g. rag.example.com); * is any."
+        default_factory=lambda: ["localhost", "127.0.0.1", "::1"],
+        description="Host headers accepted (e.g. rag.example.com; *.example.com; * is any). The default, "
+        "loopback names, refuses DNS rebinding; set it when the gateway is reached by another name.",
     )
 
     @field_validator("api_keys", "cors_origins", "trusted_hosts", mode="before")
@@ -392,6 +458,9 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
         cfg.models.embedder_dir = base / cfg.models.embedder_dir
     if not cfg.retrieve.reranker_dir.is_absolute():
         cfg.retrieve.reranker_dir = base / cfg.retrieve.reranker_dir
+    if cfg.ingest.allowed_roots is not None:
+        cfg.ingest.allowed_roots = [r if r.is_absolute() else base / r for r in cfg.ingest.allowed_roots]
+    cfg.sql.allowed_roots = [r if r.is_absolute() else base / r for r in cfg.sql.allowed_roots]
     for db in cfg.sql.databases:  # a bare relative file path is relative to the config file
         if "://" not in db.url and not Path(db.url).expanduser().is_absolute():
             db.url = str(base / db.url)

@@ -71,8 +71,11 @@ class JsonFormatter(logging.Formatter):
 
 def setup_logging(level: int, fmt: str = "text") -> None:
     """The root logger: text (with the request id when there is one) or JSON lines."""
+    from ragstack.redact import RedactingFilter, install_log_redaction
+
     handler = logging.StreamHandler()
     handler.addFilter(_RequestIdFilter())
+    handler.addFilter(RedactingFilter())  # no URL password or secret parameter in any log line
     handler.setFormatter(
         JsonFormatter()
         if fmt == "json"
@@ -83,3 +86,4 @@ def setup_logging(level: int, fmt: str = "text") -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
+    install_log_redaction()

@@ -67,14 +67,16 @@ class AgentServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetTrace(self, request, context):
-        """Returns the JSON trace a query wrote. Errors: NOT_FOUND for an unknown id.
+        """Returns the JSON trace a query wrote. Errors: NOT_FOUND for an unknown id or a trace of
+        another principal (admins read every trace).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListSessions(self, request, context):
-        """Lists conversations (sessions), most recently active first.
+        """Lists the caller's conversations (sessions), most recently active first. A session id is the
+        caller's own: the same id used by another principal is another conversation.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -36,7 +36,7 @@ VERDICT_PARTIAL: Verdict
 VERDICT_UNSUPPORTED: Verdict
 
 class Document(_message.Message):
-    __slots__ = ("document_id", "library", "source", "revision", "fingerprint", "title", "media_type", "chunk_count", "indexed_at")
+    __slots__ = ("document_id", "library", "source", "revision", "fingerprint", "title", "media_type", "chunk_count", "indexed_at", "groups")
     DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
     LIBRARY_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
@@ -46,6 +46,7 @@ class Document(_message.Message):
     MEDIA_TYPE_FIELD_NUMBER: _ClassVar[int]
     CHUNK_COUNT_FIELD_NUMBER: _ClassVar[int]
     INDEXED_AT_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
     document_id: str
     library: str
     source: str
@@ -55,7 +56,8 @@ class Document(_message.Message):
     media_type: str
     chunk_count: int
     indexed_at: str
-    def __init__(self, document_id: _Optional[str] = ..., library: _Optional[str] = ..., source: _Optional[str] = ..., revision: _Optional[str] = ..., fingerprint: _Optional[str] = ..., title: _Optional[str] = ..., media_type: _Optional[str] = ..., chunk_count: _Optional[int] = ..., indexed_at: _Optional[str] = ...) -> None: ...
+    groups: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, document_id: _Optional[str] = ..., library: _Optional[str] = ..., source: _Optional[str] = ..., revision: _Optional[str] = ..., fingerprint: _Optional[str] = ..., title: _Optional[str] = ..., media_type: _Optional[str] = ..., chunk_count: _Optional[int] = ..., indexed_at: _Optional[str] = ..., groups: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Chunk(_message.Message):
     __slots__ = ("chunk_id", "document_id", "library", "text", "heading_path", "pages", "position", "title", "source", "media_type")
@@ -138,7 +140,7 @@ class SqlSource(_message.Message):
     def __init__(self, database: _Optional[str] = ..., query: _Optional[str] = ..., row_count: _Optional[int] = ..., truncated: _Optional[bool] = ...) -> None: ...
 
 class Database(_message.Message):
-    __slots__ = ("name", "library", "dialect", "url", "origin", "tables", "error")
+    __slots__ = ("name", "library", "dialect", "url", "origin", "tables", "error", "groups")
     NAME_FIELD_NUMBER: _ClassVar[int]
     LIBRARY_FIELD_NUMBER: _ClassVar[int]
     DIALECT_FIELD_NUMBER: _ClassVar[int]
@@ -146,6 +148,7 @@ class Database(_message.Message):
     ORIGIN_FIELD_NUMBER: _ClassVar[int]
     TABLES_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
     name: str
     library: str
     dialect: str
@@ -153,7 +156,8 @@ class Database(_message.Message):
     origin: str
     tables: _containers.RepeatedCompositeFieldContainer[TableSchema]
     error: str
-    def __init__(self, name: _Optional[str] = ..., library: _Optional[str] = ..., dialect: _Optional[str] = ..., url: _Optional[str] = ..., origin: _Optional[str] = ..., tables: _Optional[_Iterable[_Union[TableSchema, _Mapping]]] = ..., error: _Optional[str] = ...) -> None: ...
+    groups: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., library: _Optional[str] = ..., dialect: _Optional[str] = ..., url: _Optional[str] = ..., origin: _Optional[str] = ..., tables: _Optional[_Iterable[_Union[TableSchema, _Mapping]]] = ..., error: _Optional[str] = ..., groups: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class TableSchema(_message.Message):
     __slots__ = ("name", "columns", "foreign_keys", "row_count", "score")

@@ -41,14 +41,16 @@ INGEST_JOB_STATE_DONE: IngestJobState
 INGEST_JOB_STATE_FAILED: IngestJobState
 
 class AttachDatabaseRequest(_message.Message):
-    __slots__ = ("library", "name", "url")
+    __slots__ = ("library", "name", "url", "groups")
     LIBRARY_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     URL_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
     library: str
     name: str
     url: str
-    def __init__(self, library: _Optional[str] = ..., name: _Optional[str] = ..., url: _Optional[str] = ...) -> None: ...
+    groups: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, library: _Optional[str] = ..., name: _Optional[str] = ..., url: _Optional[str] = ..., groups: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class AttachDatabaseResponse(_message.Message):
     __slots__ = ("database",)
@@ -77,20 +79,22 @@ class FileUpload(_message.Message):
     def __init__(self, filename: _Optional[str] = ..., content: _Optional[bytes] = ...) -> None: ...
 
 class IngestRequest(_message.Message):
-    __slots__ = ("library", "paths", "files", "prune", "urls", "enrich")
+    __slots__ = ("library", "paths", "files", "prune", "urls", "enrich", "groups")
     LIBRARY_FIELD_NUMBER: _ClassVar[int]
     PATHS_FIELD_NUMBER: _ClassVar[int]
     FILES_FIELD_NUMBER: _ClassVar[int]
     PRUNE_FIELD_NUMBER: _ClassVar[int]
     URLS_FIELD_NUMBER: _ClassVar[int]
     ENRICH_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
     library: str
     paths: _containers.RepeatedScalarFieldContainer[str]
     files: _containers.RepeatedCompositeFieldContainer[FileUpload]
     prune: bool
     urls: _containers.RepeatedScalarFieldContainer[str]
     enrich: bool
-    def __init__(self, library: _Optional[str] = ..., paths: _Optional[_Iterable[str]] = ..., files: _Optional[_Iterable[_Union[FileUpload, _Mapping]]] = ..., prune: _Optional[bool] = ..., urls: _Optional[_Iterable[str]] = ..., enrich: _Optional[bool] = ...) -> None: ...
+    groups: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, library: _Optional[str] = ..., paths: _Optional[_Iterable[str]] = ..., files: _Optional[_Iterable[_Union[FileUpload, _Mapping]]] = ..., prune: _Optional[bool] = ..., urls: _Optional[_Iterable[str]] = ..., enrich: _Optional[bool] = ..., groups: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class FileProgress(_message.Message):
     __slots__ = ("source", "stage", "document_id", "reason", "chunk_count", "index", "total")
@@ -418,7 +422,7 @@ class ListIngestJobsResponse(_message.Message):
     def __init__(self, jobs: _Optional[_Iterable[_Union[IngestJob, _Mapping]]] = ...) -> None: ...
 
 class IngestJob(_message.Message):
-    __slots__ = ("job_id", "library", "state", "submitted_at", "updated_at", "files_done", "summary", "error", "attempts")
+    __slots__ = ("job_id", "library", "state", "submitted_at", "updated_at", "files_done", "summary", "error", "attempts", "principal")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     LIBRARY_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -428,6 +432,7 @@ class IngestJob(_message.Message):
     SUMMARY_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     library: str
     state: IngestJobState
@@ -437,4 +442,5 @@ class IngestJob(_message.Message):
     summary: IngestSummary
     error: str
     attempts: int
-    def __init__(self, job_id: _Optional[str] = ..., library: _Optional[str] = ..., state: _Optional[_Union[IngestJobState, str]] = ..., submitted_at: _Optional[str] = ..., updated_at: _Optional[str] = ..., files_done: _Optional[int] = ..., summary: _Optional[_Union[IngestSummary, _Mapping]] = ..., error: _Optional[str] = ..., attempts: _Optional[int] = ...) -> None: ...
+    principal: str
+    def __init__(self, job_id: _Optional[str] = ..., library: _Optional[str] = ..., state: _Optional[_Union[IngestJobState, str]] = ..., submitted_at: _Optional[str] = ..., updated_at: _Optional[str] = ..., files_done: _Optional[int] = ..., summary: _Optional[_Union[IngestSummary, _Mapping]] = ..., error: _Optional[str] = ..., attempts: _Optional[int] = ..., principal: _Optional[str] = ...) -> None: ...

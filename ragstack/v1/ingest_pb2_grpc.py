@@ -243,14 +243,14 @@ class IngestServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetIngestJob(self, request, context):
-        """One queued ingest. Errors: NOT_FOUND for an unknown id.
+        """One queued ingest. Errors: NOT_FOUND for an unknown id or a job of another principal.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListIngestJobs(self, request, context):
-        """The newest queued ingests first.
+        """The newest queued ingests first: the caller's own (every job for an admin).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -1,0 +1,85 @@
+"""Secrets out of everything that leaves the process: URL userinfo passwords, secret-looking query
+parameters and DSN keywords, in listings, citations, traces, error messages and every log line."""
+
+from __future__ import annotations
+
+import logging
+import re
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+MASK = "***"
+# Query parameters and DSN keywords whose value is a secret (matched as whole names or suffixes).
+_SECRET_NAME = re.compile(
+    r"(pass(word|wd)?|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|credentials?|sig(nature)?|"
+    r"sslpassword|auth)$",
+    re.IGNORECASE,
+)
+# userinfo in any URL-looking text: scheme://user:password@host
+_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^\s/@:]*)(:(?P<pw>[^\s/@]*))?@")
+# key=value pairs (query strings and libpq DSNs) whose key names a secret
+_PAIR = re.compile(r"(?P<key>[A-Za-z0-9_.-]+)=(?P<value>'[^']*'|\"[^\"]*\"|[^\s&;,'\"]*)")
+
+
+def is_secret_name(name: str) -> bool:
+    return bool(_SECRET_NAME.search(name.strip().lower()))
+
+
+def redact_url(url: str) -> str:
+    """The URL with its userinfo password and secret query parameters masked (user names kept)."""
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if "@" in netloc:
+            userinfo, host = netloc.rsplit("@", 1)
+            user = userinfo.split(":", 1)[0]
+            netloc = f"{user}:{MASK}@{host}" if ":" in userinfo else f"{user}@{host}"
+        query = parts.query
+        if query:
+            pairs = parse_qsl(query, keep_blank_values=True)
+            if any(is_secret_name(k) for k, _ in pairs):
+                query = urlencode([(k, MASK if is_secret_name(k) else v) for k, v in pairs], safe="*")
+        return urlunsplit(parts._replace(netloc=netloc, query=query))
+    except ValueError:  # not parseable as a URL: mask what looks like secrets in the text
+        return redact_text(url)
+
+
+def redact_text(text: str) -> str:
+    """Masks secrets wherever they appear in free text (log messages, error messages)."""
+
+    def userinfo(m: re.Match[str]) -> str:
+        if m.group("pw") is None:
+            return m.group(0)
+        return f"{m.group('scheme')}{m.group('user')}:{MASK}@"
+
+    def pair(m: re.Match[str]) -> str:
+        return f"{m.group('key')}={MASK}" if is_secret_name(m.group("key")) else m.group(0)
+
+    return _PAIR.sub(pair, _USERINFO.sub(userinfo, text))
+
+
+class RedactingFilter(logging.Filter):
+    """Rewrites every record's message with its secrets masked (httpx logs full URLs)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record: leave it to the handler to report
+            return True
+        clean = redact_text(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        return True
+
+
+def install_log_redaction() -> None:
+    """Adds the filter to every handler of the root logger (present and future records alike pass
+    through a handler) and to the chatty libraries' loggers, which may log before handlers exist."""
+    flt = RedactingFilter()
+    root = logging.getLogger()
+    for handler in root.handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(flt)
+    for name in ("httpx", "httpcore", "urllib3"):
+        lg = logging.getLogger(name)
+        if not any(isinstance(f, RedactingFilter) for f in lg.filters):
+            lg.addFilter(flt)
