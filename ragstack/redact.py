@@ -8,10 +8,14 @@ import re
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 MASK = "***"
-# Query parameters and DSN keywords whose value is a secret (matched as whole names or suffixes).
+# Query parameters, DSN keywords and database columns whose value is a secret (matched as whole names
+# or suffixes): credentials, and what must not be shown even as a sample (hashes, salts, one-time
+# codes, national identifiers, card numbers).
 _SECRET_NAME = re.compile(
-    r"(pass(word|wd)?|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|credentials?|sig(nature)?|"
-    r"sslpassword|auth)$",
+    r"(pass(word|wd|phrase)?|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|credentials?|sig(nature)?|"
+    r"sslpassword|auth|hash(ed)?|salt|nonce|otp|mfa[_-]?(code|seed)|recovery[_-]?codes?|ssn|"
+    r"social[_-]?security([_-]?(number|no))?|tax[_-]?id|passport([_-]?(number|no))?|iban|"
+    r"card[_-]?(number|num|no)|cvv2?|cvc|session[_-]?(id|key)|cookie|(^|[_-])(key|pin))$",
     re.IGNORECASE,
 )
 # userinfo in any URL-looking text: scheme://user:password@host
@@ -41,6 +45,18 @@ def redact_url(url: str) -> str:
         return urlunsplit(parts._replace(netloc=netloc, query=query))
     except ValueError:  # not parseable as a URL: mask what looks like secrets in the text
         return redact_text(url)
+
+
+def strip_userinfo(url: str) -> str:
+    """The URL with its userinfo (user name and password) removed entirely: the form to record as a
+    source. Secret query parameters are kept (they may be needed to fetch again); show `redact_url` of it."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return _USERINFO.sub(lambda m: m.group("scheme"), url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
 
 
 def redact_text(text: str) -> str:

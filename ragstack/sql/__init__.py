@@ -1,7 +1,7 @@
 """Databases as sources: read-only, parsed SQL over attached SQLite, PostgreSQL and DuckDB."""
 
 from ragstack.sql.fence import DIALECTS, Fenced, SqlRefused, fence
-from ragstack.sql.sources import Column, Rows, Source, SqlFailed, Table, open_source, redact
+from ragstack.sql.sources import Column, Rows, Source, SqlFailed, Table, open_source
 
 __all__ = [
     "DIALECTS",
@@ -14,5 +14,4 @@ __all__ = [
     "Table",
     "fence",
     "open_source",
-    "redact",
 ]

@@ -3,27 +3,33 @@ connection with a statement timeout, their schema introspected for the agent, ev
 
 A URL names the database: `sqlite:///abs/path.db` (or a bare path to a .db/.sqlite file),
 `postgresql://role@host:port/db`, `duckdb:///abs/path.duckdb`. `${NAME}` in a URL is read from the
-environment when the database is opened, so a password can stay out of files and listings."""
+environment the caller passes when the database is opened, so a password can stay out of files and
+listings. Which URLs a caller of the API may name is decided by `ragstack.guard.databases`, which
+opens them through these classes.
+
+A URL is shown only through `ragstack.redact.redact_url`, a driver's error only through
+`redact_text` with every expanded secret masked; a column whose name looks like a secret (`password`,
+`token`, `ssn`, `*_hash`...) is never sampled."""
 
 from __future__ import annotations
 
 import datetime as dt
 import decimal
-import os
 import re
 import sqlite3
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote
 
 from ragstack.domain import Column, Table
 from ragstack.errors import InvalidArgument, PermissionDenied, RagstackError, Unavailable
+from ragstack.redact import MASK, is_secret_name, redact_text, redact_url
 from ragstack.sql.fence import fence
 
 _SAMPLES = 5  # sample values per column shown to the agent
@@ -46,44 +52,61 @@ class Rows:
     sql: str  # the statement that ran
 
 
-def redact(url: str) -> str:
-    """The URL without its password, for listings and logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+VARIABLE = re.compile(r"\$\{(\w+)\}")  # `${NAME}` in a URL
 
 
-def _expand(url: str) -> str:
+def expand(text: str, environ: Mapping[str, str]) -> tuple[str, tuple[str, ...]]:
+    """`text` with every `${NAME}` replaced by its value from `environ` (percent-encoded, for a URL),
+    and the values, which errors must never show."""
+    secrets: list[str] = []
+
     def var(m: re.Match[str]) -> str:
-        if m.group(1) not in os.environ:
+        if m.group(1) not in environ:
             raise InvalidArgument(f"the database URL needs ${{{m.group(1)}}}, which is not set")
-        return quote(os.environ[m.group(1)], safe="")
+        secrets.append(environ[m.group(1)])
+        return quote(environ[m.group(1)], safe="")
 
-    return re.sub(r"\$\{(\w+)\}", var, url)
+    return VARIABLE.sub(var, text), tuple(s for s in secrets if s)
 
 
-def open_source(url: str) -> Source:
-    """The database a URL names. Raises InvalidArgument for an unknown scheme or a missing file."""
+def parse_url(url: str) -> tuple[str, str]:
+    """(dialect, rest): `sqlite` or `duckdb` with the file path the URL names, `postgres` with the
+    URL itself. InvalidArgument for anything else."""
     url = url.strip()
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme in ("postgresql", "postgres"):
-        return PostgresSource(url)
+        return "postgres", url
     if scheme == "duckdb":
-        return DuckDBSource(_path(url))
-    if scheme == "sqlite" or (not scheme and Path(url).suffix.lower() in (".db", ".sqlite", ".sqlite3")):
-        return SqliteSource(_path(url))
+        return "duckdb", url.split("://", 1)[1]
+    if scheme == "sqlite":
+        return "sqlite", url.split("://", 1)[1]
+    if not scheme and Path(url).suffix.lower() in (".db", ".sqlite", ".sqlite3"):
+        return "sqlite", url
     raise InvalidArgument(
-        f"unsupported database URL {redact(url)!r}: use sqlite:///path, postgresql://... or duckdb:///path"
+        f"unsupported database URL {redact_url(url)!r}: use sqlite:///path, postgresql://... or duckdb:///path"
     )
 
 
-def _path(url: str) -> Path:
-    path = Path(url.split("://", 1)[1] if "://" in url else url).expanduser()
+def open_source(url: str, environ: Mapping[str, str] | None = None) -> Source:
+    """The database a URL written by the operator names (ragstack.yaml, tests), `${NAME}` read from
+    `environ` anywhere in a PostgreSQL URL. Raises InvalidArgument for an unknown scheme or a missing
+    file. URLs a caller of the API names go through `ragstack.guard.databases` instead."""
+    dialect, rest = parse_url(url)
+    if dialect == "postgres":
+        conninfo, secrets = expand(rest, environ or {})
+        return PostgresSource(rest, conninfo, secrets=secrets)
+    path = Path(rest).expanduser()
     if not path.is_file():
         raise InvalidArgument(f"no database file at {path}")
-    return path.resolve()
+    return (DuckDBSource if dialect == "duckdb" else SqliteSource)(path.resolve())
+
+
+def driver_error(err: BaseException, secrets: Sequence[str] = (), limit: int = 300) -> str:
+    """A driver's message, safe to show: secrets masked, expanded values first, then cut."""
+    text = str(err).strip()
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, MASK)
+    return redact_text(text)[:limit]
 
 
 class Source(ABC):
@@ -137,9 +160,12 @@ def _rows(columns: Sequence[str], fetched: Sequence[Sequence[Any]], sql: str) ->
     return Rows(tuple(columns), tuple(tuple(_cell(v) for v in r) for r in fetched), False, sql)
 
 
-def _samples(values: Sequence[Any]) -> tuple[str, ...]:
-    """Every value of a categorical column, else the first few."""
-    out = [str(_cell(v)) for v in values if v is not None]
+def _samples(column: str, conn: Any, query: Any) -> tuple[str, ...]:
+    """Every value of a categorical column (`query` on `conn` reads its distinct values), else the
+    first few; none of a column whose name looks like a secret (its values are not even read)."""
+    if is_secret_name(column):
+        return ()
+    out = [str(_cell(r[0])) for r in conn.execute(query).fetchall() if r[0] is not None]
     return tuple(out if len(out) <= _MAX_DISTINCT else out[:_SAMPLES])
 
 
@@ -173,7 +199,7 @@ class SqliteSource(Source):
             conn.execute("PRAGMA query_only = ON")
             yield conn
         except sqlite3.Error as err:
-            raise SqlFailed(f"SQLite: {err}") from None
+            raise SqlFailed(f"SQLite: {driver_error(err)}") from None
         finally:
             conn.close()
 
@@ -193,11 +219,9 @@ class SqliteSource(Source):
             for name in names:
                 q = _quote_ident(name)
                 cols = []
-                for _, col, typ, *_ in conn.execute(f"PRAGMA table_info({q})"):
-                    values = [
-                        r[0] for r in conn.execute(f"SELECT DISTINCT {_quote_ident(col)} FROM {q} LIMIT 51")
-                    ]
-                    cols.append(Column(col, typ or "", _samples(values)))
+                for _, col, typ, *_ in conn.execute(f"PRAGMA table_info({q})").fetchall():
+                    sql = f"SELECT DISTINCT {_quote_ident(col)} FROM {q} LIMIT 51"
+                    cols.append(Column(col, typ or "", _samples(col, conn, sql)))
                 keys = tuple((r[3], r[2], r[4] or "") for r in conn.execute(f"PRAGMA foreign_key_list({q})"))
                 count = conn.execute(f"SELECT count(*) FROM {q}").fetchone()[0]
                 tables.append(Table(name, tuple(cols), keys, count))
@@ -217,7 +241,7 @@ class SqliteSource(Source):
             except sqlite3.OperationalError as err:
                 if time.monotonic() > deadline:
                     raise SqlFailed(f"the query ran over its {timeout_s:g} s limit") from None
-                raise SqlFailed(f"SQLite: {err}") from None
+                raise SqlFailed(f"SQLite: {driver_error(err)}") from None
             return _rows([c[0] for c in cur.description or ()], fetched, sql)
 
 
@@ -260,21 +284,37 @@ class PostgresSource(Source):
 
     dialect = "postgres"
 
-    def __init__(self, url: str) -> None:
+    def __init__(
+        self,
+        url: str,
+        conninfo: str = "",
+        params: Mapping[str, str] | None = None,
+        secrets: Sequence[str] = (),
+    ) -> None:
+        """`url`: as given, for messages (shown redacted; it may hold `${NAME}`, never a value read
+        for one). What psycopg connects to: `conninfo` (the URL itself when empty and `params`
+        too) and the keywords `params`. `secrets`: values errors must never show."""
         self.url = url
+        self._conninfo = conninfo or ("" if params else url)
+        self._params = dict(params or {})
+        self._secrets = tuple(secrets)
 
     @contextmanager
     def _connect(self, timeout_s: float) -> Iterator[Any]:
         import psycopg  # deferred: only deployments with PostgreSQL sources pay for the import
 
         try:
-            conn = psycopg.connect(
-                _expand(self.url),
-                connect_timeout=max(1, int(timeout_s)),
-                options=f"-c default_transaction_read_only=on -c statement_timeout={int(timeout_s * 1000)}",
-            )
+            settings = f"-c default_transaction_read_only=on -c statement_timeout={int(timeout_s * 1000)}"
+            keywords: dict[str, Any] = {
+                **self._params,
+                "connect_timeout": max(1, int(timeout_s)),
+                "options": settings,
+            }
+            conn = psycopg.connect(self._conninfo, **keywords)
         except psycopg.Error as err:
-            raise Unavailable(f"cannot connect to {redact(self.url)}: {str(err).strip()[:200]}") from None
+            raise Unavailable(
+                f"cannot connect to {redact_url(self.url)}: {driver_error(err, self._secrets, 200)}"
+            ) from None
         try:
             conn.read_only = True
             _check_role(conn)
@@ -282,7 +322,7 @@ class PostgresSource(Source):
         except psycopg.errors.QueryCanceled:
             raise SqlFailed(f"the query ran over its {timeout_s:g} s limit") from None
         except psycopg.Error as err:
-            raise SqlFailed(f"PostgreSQL: {str(err).strip()[:300]}") from None
+            raise SqlFailed(f"PostgreSQL: {driver_error(err, self._secrets)}") from None
         finally:
             conn.rollback()
             conn.close()
@@ -308,7 +348,7 @@ class PostgresSource(Source):
                 out = []
                 for _, col, typ in cols:
                     q = pgsql.SQL("SELECT DISTINCT {} FROM {} LIMIT 51").format(pgsql.Identifier(col), ident)
-                    out.append(Column(col, typ, _samples([r[0] for r in conn.execute(q)])))
+                    out.append(Column(col, typ, _samples(col, conn, q)))
                 count = conn.execute(pgsql.SQL("SELECT count(*) FROM {}").format(ident)).fetchone()
                 tables.append(Table(name, tuple(out), tuple(keys.get(name, ())), count[0] if count else -1))
         return tables
@@ -383,13 +423,13 @@ class DuckDBSource(Source):
                 },
             )
         except duckdb.Error as err:
-            raise Unavailable(f"cannot open DuckDB {self.path}: {err}") from None
+            raise Unavailable(f"cannot open DuckDB {self.path}: {driver_error(err)}") from None
         try:
             yield conn
         except duckdb.InterruptException:
             raise SqlFailed("the query ran over its time limit") from None
         except duckdb.Error as err:
-            raise SqlFailed(f"DuckDB: {str(err)[:300]}") from None
+            raise SqlFailed(f"DuckDB: {driver_error(err)}") from None
         finally:
             conn.close()
 
@@ -413,21 +453,10 @@ class DuckDBSource(Source):
             tables = []
             for table, columns in cols.items():
                 q = _quote_ident(table)
-                out = [
-                    Column(
-                        c,
-                        t,
-                        _samples(
-                            [
-                                r[0]
-                                for r in conn.execute(
-                                    f"SELECT DISTINCT {_quote_ident(c)} FROM {q} LIMIT 51"
-                                ).fetchall()
-                            ]
-                        ),
-                    )
-                    for c, t in columns
-                ]
+                out = []
+                for c, t in columns:
+                    sql = f"SELECT DISTINCT {_quote_ident(c)} FROM {q} LIMIT 51"
+                    out.append(Column(c, t, _samples(c, conn, sql)))
                 count = conn.execute(f"SELECT count(*) FROM {q}").fetchone()
                 tables.append(Table(table, tuple(out), tuple(keys.get(table, ())), count[0] if count else -1))
         return tables

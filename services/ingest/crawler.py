@@ -1,6 +1,8 @@
 """A polite crawler for web pages: robots.txt honoured, same host only, depth and page limits, a delay
-between requests, its own user agent. Pages become source items like files (source = URL, revision =
-ETag or Last-Modified); HTML is reduced to its main content by the HTML reader."""
+between requests, its own user agent, a deadline per page and per crawl. Every request goes through the
+guarded fetcher (ragstack.guard.urls): internal addresses refused unless allowed, redirects checked hop
+by hop, bodies capped while they are read. Pages become source items like files (source = URL without
+its userinfo, revision = ETag or Last-Modified); HTML is reduced to its main content by the HTML reader."""
 
 from __future__ import annotations
 
@@ -10,11 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from urllib import robotparser
-from urllib.parse import urldefrag, urljoin, urlsplit
+from urllib.parse import unquote, urldefrag, urljoin, urlsplit
 
-import httpx
-
+from ragstack.config import IngestConfig
 from ragstack.errors import InvalidArgument
+from ragstack.guard.urls import Allowlist, Fetcher, FetchError, shown_url
+from ragstack.redact import strip_userinfo
 from services.ingest.sources import SourceItem
 
 USER_AGENT = "RAGStack-crawler/0.1"
@@ -25,8 +28,27 @@ class CrawlLimits:
     max_pages: int = 50
     max_depth: int = 2
     delay_s: float = 0.5
-    timeout_s: float = 10.0
+    page_timeout_s: float = 15.0  # connect, headers and body of one page, redirects included
+    crawl_timeout_s: float = 120.0  # one start URL's whole crawl
     max_bytes: int = 10 * 1024 * 1024
+    max_redirects: int = 5
+    fetch_allow: tuple[str, ...] = ()  # hosts and CIDR ranges allowed although internal
+
+    def __post_init__(self) -> None:
+        Allowlist.parse(self.fetch_allow)  # a bad entry fails when the limits are built, naming the key
+
+    @classmethod
+    def from_config(cls, ingest: IngestConfig) -> CrawlLimits:
+        return cls(
+            max_pages=ingest.crawl_max_pages,
+            max_depth=ingest.crawl_max_depth,
+            delay_s=ingest.crawl_delay_s,
+            page_timeout_s=ingest.crawl_page_timeout_s,
+            crawl_timeout_s=ingest.crawl_timeout_s,
+            max_bytes=int(ingest.crawl_max_page_mb * 1024 * 1024),
+            max_redirects=ingest.crawl_max_redirects,
+            fetch_allow=tuple(ingest.fetch_allow),
+        )
 
 
 class _Links(HTMLParser):
@@ -42,68 +64,101 @@ class _Links(HTMLParser):
 def links(base: str, html: str) -> list[str]:
     parser = _Links()
     parser.feed(html)
-    return [urldefrag(urljoin(base, href))[0] for href in parser.hrefs]
+    found = []
+    for href in parser.hrefs:
+        try:
+            found.append(urldefrag(urljoin(base, href))[0])
+        except ValueError:  # a malformed href ("http://[oops") is no link
+            continue
+    return found
 
 
 def crawl(
     start: str,
     limits: CrawlLimits = CrawlLimits(),
-    client: httpx.Client | None = None,
+    fetcher: Fetcher | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
 ) -> tuple[list[SourceItem], list[tuple[str, str]]]:
-    """Pages reachable from `start` on its host, breadth first: (items, [(url, why skipped)])."""
-    origin = urlsplit(start)
-    if origin.scheme not in ("http", "https") or not origin.netloc:
-        raise InvalidArgument(f"not an http(s) URL: {start}")
-    if client is None:
-        headers = {"user-agent": USER_AGENT}
-        with httpx.Client(timeout=limits.timeout_s, follow_redirects=True, headers=headers) as own:
-            return crawl(start, limits, own, sleep)
-    http = client
-    robots = _robots(http, f"{origin.scheme}://{origin.netloc}/robots.txt")
+    """Pages reachable from `start` on its host, breadth first: (items, [(url, why skipped)]). URLs are
+    recorded without userinfo (a start URL's user and password are sent to its host as basic auth) and
+    shown (skipped) with secret parameters masked too. `fetcher` must use `clock`."""
+    try:
+        origin = urlsplit(start)
+    except ValueError:
+        origin = urlsplit("")
+    if origin.scheme not in ("http", "https") or not origin.hostname:
+        raise InvalidArgument(f"not an http(s) URL: {shown_url(start)}")
+    if fetcher is None:
+        with Fetcher(
+            limits.fetch_allow,
+            max_redirects=limits.max_redirects,
+            max_bytes=limits.max_bytes,
+            timeout_s=limits.page_timeout_s,
+            user_agent=USER_AGENT,
+            clock=clock,
+        ) as own:
+            return crawl(start, limits, own, sleep, clock)
+    deadline = clock() + limits.crawl_timeout_s
+    auth = None if origin.username is None else (unquote(origin.username), unquote(origin.password or ""))
+    home = strip_userinfo(urldefrag(start)[0])
+    site = _site(home)
+    robots = _robots(fetcher, f"{origin.scheme}://{site}/robots.txt", auth, deadline)
     items: list[SourceItem] = []
     skipped: list[tuple[str, str]] = []
-    queue = [(start, 0)]
-    seen = {start}
+    queue = [(home, 0)]
+    seen = {home}
     while queue and len(items) < limits.max_pages:
         url, depth = queue.pop(0)
         if not robots.can_fetch(USER_AGENT, url):
-            skipped.append((url, "disallowed by robots.txt"))
+            skipped.append((shown_url(url), "disallowed by robots.txt"))
             continue
         if items:
             sleep(limits.delay_s)
+        if clock() >= deadline:
+            why = f"not fetched: the crawl used its {limits.crawl_timeout_s:g} s (ingest.crawl_timeout_s)"
+            skipped.append((shown_url(url), why))
+            break
         try:
-            resp = http.get(url)
-        except httpx.HTTPError as err:
-            skipped.append((url, f"{type(err).__name__}: {err}"))
+            page = fetcher.fetch(url, auth=auth, deadline=deadline)
+        except (FetchError, InvalidArgument) as err:
+            skipped.append((shown_url(url), str(err)))
             continue
-        if resp.status_code != 200:
-            skipped.append((url, f"HTTP {resp.status_code}"))
+        if page.status != 200:
+            skipped.append((shown_url(url), f"HTTP {page.status}"))
             continue
-        if len(resp.content) > limits.max_bytes:
-            skipped.append((url, f"over {limits.max_bytes} bytes"))
-            continue
-        kind = resp.headers.get("content-type", "").split(";")[0].strip()
+        kind = page.content_type
         if kind not in ("text/html", "application/xhtml+xml"):
-            skipped.append((url, f"not HTML ({kind or 'no content type'})"))
+            skipped.append((shown_url(url), f"not HTML ({kind or 'no content type'})"))
             continue
-        body = resp.content
-        revision = resp.headers.get("etag") or resp.headers.get("last-modified") or ""
+        body = page.content
+        revision = page.headers.get("etag") or page.headers.get("last-modified") or ""
         items.append(SourceItem(url, revision, functools.partial(bytes, body), len(body), kind="html"))
         if depth < limits.max_depth:
-            for link in links(url, resp.text):
-                parts = urlsplit(link)
-                if parts.netloc == origin.netloc and parts.scheme in ("http", "https") and link not in seen:
+            for found in links(page.url, page.text):
+                link = strip_userinfo(found)
+                if _site(link) == site and link not in seen:
                     seen.add(link)
                     queue.append((link, depth + 1))
     return items, skipped
 
 
-def _robots(http: httpx.Client, url: str) -> robotparser.RobotFileParser:
+def _site(url: str) -> str:
+    """host[:port] of an http(s) URL, without userinfo, lower case ("" for other URLs)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return ""
+    return parts.netloc.rsplit("@", 1)[-1].lower() if parts.scheme in ("http", "https") else ""
+
+
+def _robots(
+    fetcher: Fetcher, url: str, auth: tuple[str, str] | None, deadline: float
+) -> robotparser.RobotFileParser:
     parser = robotparser.RobotFileParser(url)
     try:
-        resp = http.get(url)
-        parser.parse(resp.text.splitlines() if resp.status_code == 200 else [])
-    except httpx.HTTPError:
+        page = fetcher.fetch(url, auth=auth, deadline=deadline)
+        parser.parse(page.text.splitlines() if page.status == 200 else [])
+    except (FetchError, InvalidArgument):
         parser.parse([])
     return parser

@@ -13,12 +13,12 @@ from dataclasses import replace
 import numpy as np
 from opentelemetry import trace
 
+from ragstack import auth
 from ragstack import domain as d
 from ragstack.config import SqlConfig
 from ragstack.embedding import Embedder
 from ragstack.errors import InvalidArgument, Unavailable
-from ragstack.sql import open_source
-from ragstack.stores.databases import DatabaseRegistry, Entry, introspect
+from ragstack.stores.databases import DatabaseRegistry, Entry
 
 tracer = trace.get_tracer("ragstack.retrieve")
 _WORD = re.compile(r"[a-z0-9]+")
@@ -43,14 +43,16 @@ class Databases:
         cached = self._schemas.get(key)
         if cached and self._clock() - cached[0] < self._cfg.schema_ttl_s:
             return cached[1]
-        found = introspect(entry)
+        found = self._registry.introspect(entry)
         if not found.error:  # an unreachable database is asked again next time
             self._schemas[key] = (self._clock(), found)
         return found
 
     async def list(self, library: str, question: str = "") -> list[d.Database]:
+        """The library's databases the caller's ACL groups may query (the others are not listed)."""
         with tracer.start_as_current_span("retrieve.databases"):
-            found = [await asyncio.to_thread(self._schema, e) for e in self._registry.entries(library)]
+            entries = self._registry.entries(library, auth.current().sees)
+            found = [await asyncio.to_thread(self._schema, e) for e in entries]
             if question.strip():
                 found = [await asyncio.to_thread(self._rank, db, question) for db in found]
         return found
@@ -76,8 +78,8 @@ class Databases:
         cap = max_rows or self._cfg.max_rows
         if not 0 < cap <= self._cfg.max_rows:
             raise InvalidArgument(f"max_rows {cap} is out of range 1..{self._cfg.max_rows} (sql.max_rows)")
-        entry = self._registry.entry(library, database)
-        source = open_source(entry.url)
+        entry = self._registry.entry(library, database, auth.current().sees)  # hidden: not found
+        source = self._registry.open(entry)
         start = time.perf_counter()
         with tracer.start_as_current_span("retrieve.sql", attributes={"database": entry.name}):
             schema = await asyncio.to_thread(self._schema, entry)

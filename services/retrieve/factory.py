@@ -65,7 +65,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         ),
         graph_weight=cfg.retrieve.graph_weight,
     )
-    registry = DatabaseRegistry(cfg.data_dir / "databases.sqlite", cfg.sql.databases)
+    registry = DatabaseRegistry(cfg.data_dir / "databases.sqlite", cfg.sql.databases, res.database_guard)
     databases = Databases(registry, cfg.sql, embedder)
 
     async def close() -> None:

@@ -7,6 +7,7 @@ server (whose first statement is refused and rephrased)."""
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,13 @@ async def sql_stack(tmp_path_factory: pytest.TempPathFactory, resources: Resourc
     stack = await _start(
         folder,
         resources,
-        sql={"databases": [{"name": "shop", "url": str(folder / "shop.db")}], "timeout_s": 1.0},
+        sql={
+            "databases": [{"name": "shop", "url": str(folder / "shop.db")}],
+            "timeout_s": 1.0,
+            "allowed_roots": [tempfile.gettempdir()],
+            "allowed_hosts": ["127.0.0.1"],
+            "secret_env": ["SHOP_RO_PASSWORD"],
+        },
     )
     yield stack
     await stack.stop()
@@ -81,7 +88,7 @@ async def test_attach_list_and_detach(sql_stack: Stack, tmp_path: Path) -> None:
     assert err.value.code == "INVALID_ARGUMENT" and "unsupported database URL" in err.value.message
     with pytest.raises(RpcError) as err:
         await ingest.attach_database("gone", str(tmp_path / "missing.db"))
-    assert err.value.code == "INVALID_ARGUMENT" and "no database file" in err.value.message
+    assert err.value.code == "INVALID_ARGUMENT" and "missing, unreadable or not a file" in err.value.message
 
     await ingest.detach_database("analytics")
     assert [db.name for db in await retrieve.databases("default")] == ["shop"]
