@@ -55,6 +55,7 @@ def document_to_pb(doc: d.Document) -> common_pb2.Document:
         media_type=doc.media_type,
         chunk_count=doc.chunk_count,
         indexed_at=doc.indexed_at,
+        groups=list(doc.groups),
     )
 
 
@@ -69,6 +70,7 @@ def document_from_pb(pb: common_pb2.Document) -> d.Document:
         media_type=pb.media_type,
         chunk_count=pb.chunk_count,
         indexed_at=pb.indexed_at,
+        groups=tuple(pb.groups),
     )
 
 
@@ -176,6 +178,7 @@ def database_to_pb(db: d.Database) -> common_pb2.Database:
         url=db.url,
         origin=db.origin,
         error=db.error,
+        groups=db.groups,
         tables=[
             common_pb2.TableSchema(
                 name=t.name,
@@ -213,6 +216,7 @@ def database_from_pb(pb: common_pb2.Database) -> d.Database:
         tables=tables,
         scores=tuple(t.score for t in pb.tables),
         error=pb.error,
+        groups=tuple(pb.groups),
     )
 
 
@@ -331,6 +335,7 @@ def ingest_job_from_pb(pb: ingest_pb2.IngestJob) -> d.IngestJob:
         summary,
         pb.error,
         pb.attempts,
+        pb.principal,
     )
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 
 from ragstack.errors import InvalidArgument
 
@@ -46,6 +47,7 @@ class Document:
     media_type: str
     chunk_count: int = 0
     indexed_at: str = ""
+    groups: tuple[str, ...] = ()  # ACL groups that may see it; empty: public (see `acl_allows`)
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,7 @@ class Chunk:
     title: str = ""
     source: str = ""
     media_type: str = ""
+    groups: tuple[str, ...] = ()  # its document's ACL groups
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,7 @@ class PageText:
     text: str
     title: str = ""
     media_type: str = ""
+    groups: tuple[str, ...] = ()  # its document's ACL groups
 
 
 HEADING_SEP = "\x1f"
@@ -83,23 +87,56 @@ def heading_key(path: tuple[str, ...] | list[str]) -> str:
     return "".join(f"{h}{HEADING_SEP}" for h in path)
 
 
+MAX_GROUPS = 32
+_GROUP = re.compile(r"^[A-Za-z0-9_.@:-]{1,64}$")
+
+
+def acl_groups(raw: Iterable[str]) -> tuple[str, ...]:
+    """The ACL groups an ingest names, checked (1-64 of letters, digits, `_.-@:`; at most 32
+    distinct) and normalised: sorted, without duplicates."""
+    groups = tuple(sorted(set(raw)))
+    bad = next((g for g in groups if not isinstance(g, str) or not _GROUP.match(g)), None)
+    if bad is not None:
+        raise InvalidArgument(f"invalid ACL group {bad!r}: use 1-64 of A-Z a-z 0-9 _ . - @ :")
+    if len(groups) > MAX_GROUPS:
+        raise InvalidArgument(f"{len(groups)} ACL groups is over the limit of {MAX_GROUPS}")
+    return groups
+
+
+def acl_allows(acl: Sequence[str] | None, groups: Sequence[str]) -> bool:
+    """Whether a caller who sees `acl` (None: everything) sees a document with these groups: a
+    document without groups is public; one with groups needs one of them in `acl`."""
+    return acl is None or not groups or not set(groups).isdisjoint(acl)
+
+
 @dataclass(frozen=True)
 class SearchFilter:
-    """Restricts a search; empty fields restrict nothing."""
+    """Restricts a search; empty fields restrict nothing. `acl`: the ACL groups whose documents the
+    caller sees besides public ones (None: every document; (): public ones only). Every store
+    applies it inside its query (never to the results), so a hidden document is never a candidate."""
 
     document_ids: tuple[str, ...] = ()
     media_types: tuple[str, ...] = ()
     heading_prefix: tuple[str, ...] = ()
+    acl: tuple[str, ...] | None = None
 
     def __bool__(self) -> bool:
-        return bool(self.document_ids or self.media_types or self.heading_prefix)
+        return bool(self.document_ids or self.media_types or self.heading_prefix) or self.acl is not None
 
     def accepts(self, chunk: Chunk) -> bool:
         return (
             (not self.document_ids or chunk.document_id in self.document_ids)
             and (not self.media_types or chunk.media_type in self.media_types)
             and heading_key(chunk.heading_path).startswith(heading_key(self.heading_prefix))
+            and acl_allows(self.acl, chunk.groups)
         )
+
+    def narrowed_to(self, acl: tuple[str, ...] | None) -> SearchFilter:
+        """This filter for a caller who sees `acl`: the caller's groups bound what the request asks."""
+        if acl is None:
+            return self
+        mine = set(acl) if self.acl is None else set(acl) & set(self.acl)
+        return replace(self, acl=tuple(sorted(mine)))
 
 
 @dataclass(frozen=True)
@@ -194,6 +231,7 @@ class Database:
     tables: tuple[Table, ...] = ()
     scores: tuple[float, ...] = ()  # per table, relevance to a question, when one was given
     error: str = ""
+    groups: tuple[str, ...] = ()  # ACL groups that may query it; empty: everyone who may use the library
 
 
 @dataclass(frozen=True)
@@ -280,6 +318,7 @@ class IngestJob:
     summary: IngestSummary | None = None
     error: str = ""
     attempts: int = 0
+    principal: str = ""  # who submitted it
 
 
 # Events of an answer stream, in the order the agent emits them.

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import builtins
+import json
 import sqlite3
 import threading
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from ragstack.domain import Document
-from ragstack.stores.sqlite import open_sqlite
+from ragstack.stores.sqlite import ensure_column, open_sqlite
 
-_COLUMNS = "document_id, library, source, revision, fingerprint, title, media_type, chunk_count, indexed_at"
+_COLUMNS = (
+    "document_id, library, source, revision, fingerprint, title, media_type, chunk_count, indexed_at, groups"
+)
+_INSERT = f"INSERT OR REPLACE INTO documents ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 
 # The batch journal: what a batch is about to write, so that a crash between the stores' commits
@@ -20,7 +25,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS documents (
   document_id TEXT NOT NULL, library TEXT NOT NULL, source TEXT NOT NULL, revision TEXT,
   fingerprint TEXT NOT NULL, title TEXT, media_type TEXT, chunk_count INTEGER, indexed_at TEXT,
-  PRIMARY KEY (library, document_id));
+  groups TEXT NOT NULL DEFAULT '[]', PRIMARY KEY (library, document_id));
 CREATE TABLE IF NOT EXISTS journal (id INTEGER PRIMARY KEY CHECK (id = 1), record TEXT);
 """
 
@@ -29,6 +34,7 @@ class Catalog:
     def __init__(self, path: Path) -> None:
         self._lock = threading.Lock()
         self._db = open_sqlite(path, _SCHEMA)
+        _upgrade(self._db)
 
     def begin_batch(self, record: str) -> None:
         with self._lock:
@@ -44,9 +50,7 @@ class Catalog:
         rows = [_row(d) for d in docs]
         with self._lock:
             self._db.execute("BEGIN")
-            self._db.executemany(
-                f"INSERT OR REPLACE INTO documents ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
-            )
+            self._db.executemany(_INSERT, rows)
             self._db.execute("DELETE FROM journal WHERE id = 1")
             self._db.execute("COMMIT")
 
@@ -56,23 +60,22 @@ class Catalog:
                 f"SELECT {_COLUMNS} FROM documents WHERE library = ? AND document_id = ?",
                 (library, document_id),
             ).fetchone()
-        return Document(*row) if row else None
+        return _document(row) if row else None
 
-    def fingerprints(self, library: str) -> dict[str, str]:
-        """document_id -> fingerprint for a whole library (one query for a big batch)."""
+    def states(self, library: str) -> dict[str, tuple[str, tuple[str, ...]]]:
+        """document_id -> (fingerprint, ACL groups) for a whole library (one query for a big batch):
+        a document is unchanged only when both are (a new ACL must reach every store)."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT document_id, fingerprint FROM documents WHERE library = ?", (library,)
+                "SELECT document_id, fingerprint, groups FROM documents WHERE library = ?", (library,)
             ).fetchall()
-        return dict(rows)
+        return {r[0]: (r[1], _groups(r[2])) for r in rows}
 
     def upsert(self, docs: Iterable[Document]) -> None:
         rows = [_row(d) for d in docs]
         with self._lock:
             self._db.execute("BEGIN")
-            self._db.executemany(
-                f"INSERT OR REPLACE INTO documents ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
-            )
+            self._db.executemany(_INSERT, rows)
             self._db.execute("COMMIT")
 
     def delete(self, library: str, document_id: str) -> None:
@@ -86,7 +89,7 @@ class Catalog:
             rows = self._db.execute(
                 f"SELECT {_COLUMNS} FROM documents WHERE library = ? ORDER BY source", (library,)
             ).fetchall()
-        return [Document(*r) for r in rows]
+        return [_document(r) for r in rows]
 
     def libraries(self) -> builtins.list[tuple[str, int, int, str]]:
         """(library, documents, chunks, last indexed_at) for every library with documents."""
@@ -128,6 +131,7 @@ class Catalog:
             finally:
                 copy.close()
             self._db.executescript(_SCHEMA)  # a snapshot older than a table gets it back
+            _upgrade(self._db)
 
     def close(self) -> None:
         self._db.close()
@@ -144,4 +148,21 @@ def _row(d: Document) -> tuple[object, ...]:
         d.media_type,
         d.chunk_count,
         d.indexed_at,
+        json.dumps(sorted(d.groups)),
     )
+
+
+def _document(row: tuple[Any, ...]) -> Document:
+    doc_id, library, source, revision, fingerprint, title, media_type, chunks, indexed_at, groups = row
+    return Document(
+        doc_id, library, source, revision, fingerprint, title, media_type, chunks, indexed_at, _groups(groups)
+    )
+
+
+def _groups(raw: object) -> tuple[str, ...]:
+    return tuple(json.loads(str(raw))) if raw else ()
+
+
+def _upgrade(db: sqlite3.Connection) -> None:
+    """A catalog written before document ACLs: its documents become public."""
+    ensure_column(db, "documents", "groups", "TEXT NOT NULL DEFAULT '[]'")

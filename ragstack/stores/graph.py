@@ -3,12 +3,17 @@
 Ingest writes each document's entity and relation rows in one commit per table (readers see a
 document's old rows or its new ones), and the library's communities in one commit. Tables are
 versioned by LanceDB; readers rebuild their in-memory graph only when a version changes.
+
+Document ACLs: an entity row carries its document's ACL groups. A caller who does not see every
+document gets the graph of the documents it sees (built from their rows only, kept per group set),
+so an entity that only hidden documents name is not in it, and no hop passes through one.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ragstack.domain import acl_allows
 from ragstack.knowledge_graph import Community, EntityMention, KnowledgeGraph, Relation
 from ragstack.stores.location import connect_lancedb
 from ragstack.stores.vectors import sql_str
@@ -33,8 +39,10 @@ _ENTITY_SCHEMA = pa.schema(
         pa.field("chunk_ids", _strings),
         pa.field("count", pa.int32()),
         pa.field("aliases", _strings),
+        pa.field("groups", _strings),  # the document's ACL groups; empty or null: public
     ]
 )
+_VIEWS = 32  # graphs of restricted callers kept per library (one per distinct group set)
 _RELATION_SCHEMA = pa.schema(
     [
         pa.field("library", pa.string(), nullable=False),
@@ -48,6 +56,35 @@ _RELATION_SCHEMA = pa.schema(
         pa.field("evidence_chunk", pa.string()),
     ]
 )
+
+
+@dataclass
+class _Loaded:
+    """A library's graph at one pair of table versions; with its rows while some are restricted,
+    from which the graph a group set sees is built (and kept) when first asked."""
+
+    versions: tuple[int, int]
+    graph: KnowledgeGraph
+    document_groups: dict[str, tuple[str, ...]]
+    mentions: list[EntityMention] = field(default_factory=list)
+    relations: list[Relation] = field(default_factory=list)
+    views: dict[tuple[str, ...], KnowledgeGraph] = field(default_factory=dict)
+
+    def view(self, acl: tuple[str, ...]) -> KnowledgeGraph:
+        if not any(self.document_groups.values()):  # every document public
+            return self.graph
+        key = tuple(sorted(set(acl)))
+        found = self.views.get(key)
+        if found is None:
+            seen = {d for d, groups in self.document_groups.items() if acl_allows(key, groups)}
+            found = KnowledgeGraph(
+                [m for m in self.mentions if m.document_id in seen],
+                [r for r in self.relations if r.document_id in seen],
+            )
+            if len(self.views) >= _VIEWS:
+                self.views.clear()
+            self.views[key] = found
+        return found
 
 
 def _community_schema(dimension: int) -> pa.Schema:
@@ -82,8 +119,9 @@ class GraphStore:
             COMMUNITIES: _community_schema(dimension),
         }
         self._tables: dict[str, Any] = {}
+        self._writer = writer
         self._lock = threading.Lock()
-        self._graphs: dict[str, tuple[tuple[int, int], KnowledgeGraph]] = {}
+        self._graphs: dict[str, _Loaded] = {}
         self._communities: dict[str, tuple[int, list[Community], np.ndarray]] = {}
         if writer:
             existing = set(self._db.list_tables().tables)
@@ -93,7 +131,12 @@ class GraphStore:
 
     def _table(self, name: str) -> Any:
         if name not in self._tables and name in self._db.list_tables().tables:
-            self._tables[name] = self._db.open_table(name)
+            table = self._db.open_table(name)
+            if self._writer and name == ENTITIES and "groups" not in table.schema.names:
+                # A table from before document ACLs (or restored to a version from then): the column
+                # is added, null in every row, so its documents stay public.
+                table.add_columns(_ENTITY_SCHEMA.field("groups"))
+            self._tables[name] = table
         return self._tables.get(name)
 
     # writing (ingest)
@@ -104,14 +147,18 @@ class GraphStore:
         document_ids: Sequence[str],
         mentions: Sequence[EntityMention],
         relations: Sequence[Relation],
+        groups: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
-        """Replaces the graph rows of `document_ids` with these, one commit per table."""
+        """Replaces the graph rows of `document_ids` with these, one commit per table. `groups`:
+        each document's ACL groups (a document missing is public)."""
         if not document_ids:
             return
         scope = (
             f"library = {sql_str(library)} AND document_id IN ({', '.join(sql_str(d) for d in document_ids)})"
         )
-        self._replace(ENTITIES, ["library", "document_id", "key"], [_entity_row(m) for m in mentions], scope)
+        acl = groups or {}
+        rows = [_entity_row(m, acl.get(m.document_id, ())) for m in mentions]
+        self._replace(ENTITIES, ["library", "document_id", "key"], rows, scope)
         self._replace(
             RELATIONS,
             ["library", "document_id", "source", "target"],
@@ -196,26 +243,44 @@ class GraphStore:
             [_row_entity(r) for r in found.to_pylist()], [_row_relation(r) for r in pairs.to_pylist()]
         )
 
-    def graph(self, library: str) -> KnowledgeGraph:
-        """The library's graph, rebuilt only when the entity or relation table changed."""
+    def graph(self, library: str, acl: tuple[str, ...] | None = None) -> KnowledgeGraph:
+        """The library's graph, rebuilt only when the entity or relation table changed; with `acl`,
+        the graph of the documents a caller who sees `acl` may see (public ones and those sharing
+        a group with it)."""
+        loaded = self._load(library)
+        if loaded is None:
+            return KnowledgeGraph([], [])
+        if acl is None:
+            return loaded.graph
+        with self._lock:
+            return loaded.view(acl)
+
+    def document_groups(self, library: str) -> dict[str, tuple[str, ...]]:
+        """The ACL groups of every document with graph rows (empty: public)."""
+        loaded = self._load(library)
+        return loaded.document_groups if loaded is not None else {}
+
+    def _load(self, library: str) -> _Loaded | None:
         entities, relations = self._table(ENTITIES), self._table(RELATIONS)
         if entities is None or relations is None:
-            return KnowledgeGraph([], [])
+            return None
         versions = (entities.version, relations.version)
         with self._lock:
             cached = self._graphs.get(library)
-            if cached is not None and cached[0] == versions:
-                return cached[1]
+            if cached is not None and cached.versions == versions:
+                return cached
             where = f"library = {sql_str(library)}"
-            mentions = [
-                _row_entity(r) for r in entities.search().where(where).limit(None).to_arrow().to_pylist()
-            ]
+            rows = entities.search().where(where).limit(None).to_arrow().to_pylist()
+            mentions = [_row_entity(r) for r in rows]
             pairs = [
                 _row_relation(r) for r in relations.search().where(where).limit(None).to_arrow().to_pylist()
             ]
-            kg = KnowledgeGraph(mentions, pairs)
-            self._graphs[library] = (versions, kg)
-            return kg
+            document_groups = {r["document_id"]: tuple(r.get("groups") or ()) for r in rows}
+            loaded = _Loaded(versions, KnowledgeGraph(mentions, pairs), document_groups)
+            if any(document_groups.values()):  # kept to build the graphs that restricted callers see
+                loaded.mentions, loaded.relations = mentions, pairs
+            self._graphs[library] = loaded
+            return loaded
 
     def communities(self, library: str) -> tuple[list[Community], np.ndarray]:
         """The library's communities and their vectors (one row each)."""
@@ -264,7 +329,7 @@ class GraphStore:
             self._communities.clear()
 
 
-def _entity_row(m: EntityMention) -> dict[str, Any]:
+def _entity_row(m: EntityMention, groups: Sequence[str] = ()) -> dict[str, Any]:
     return {
         "library": m.library,
         "document_id": m.document_id,
@@ -274,6 +339,7 @@ def _entity_row(m: EntityMention) -> dict[str, Any]:
         "chunk_ids": list(m.chunk_ids),
         "count": m.count,
         "aliases": list(m.aliases),
+        "groups": list(groups),
     }
 
 

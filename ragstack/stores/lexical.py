@@ -1,4 +1,9 @@
-"""BM25 over chunks in tantivy. One writer (ingest); readers reload before each search."""
+"""BM25 over chunks in tantivy. One writer (ingest); readers reload before each search.
+
+Document ACLs: every chunk and page has its document's groups as `group` terms (a public one the
+`PUBLIC` term), so a caller's ACL is one more clause of the query: `PUBLIC` or any of its groups.
+An index written before ACLs is read as all public, and rewritten with the field by the writer.
+"""
 
 from __future__ import annotations
 
@@ -22,6 +27,9 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 _WRITER_HEAP = 64_000_000
 # In the index folder: a new token each time a restore replaces the folder, so readers reopen.
 REPLACED = "ragstack.replaced"
+# The `group` term of a public document (no ACL groups): `~` is never in a group's name, so the ACL
+# filter is one term set: this term or any of the caller's groups.
+PUBLIC = "~public"
 
 
 def _schema() -> Any:
@@ -39,7 +47,25 @@ def _schema() -> Any:
     b.add_text_field("media_type", stored=False, tokenizer_name="raw")
     b.add_text_field("heading_key", stored=False, tokenizer_name="raw")
     b.add_text_field("meta", stored=True, index_option="basic", tokenizer_name="raw")
+    b.add_text_field("group", stored=True, tokenizer_name="raw")  # ACL groups, or PUBLIC
     return b.build()
+
+
+def _open_index(path: Path) -> tuple[Any, bool]:
+    """The index in `path` and whether it has the `group` field: an index written before document
+    ACLs opens with its own schema (all its documents are public)."""
+    import tantivy
+
+    try:
+        return tantivy.Index(_schema(), path=str(path), reuse=True), True
+    except ValueError as err:
+        if "schema does not match" not in str(err):
+            raise
+    return tantivy.Index.open(str(path)), False
+
+
+def _acl_terms(groups: Sequence[str]) -> list[str]:
+    return list(groups) or [PUBLIC]
 
 
 class StoreBusy(RagstackError):
@@ -77,7 +103,6 @@ class LexicalStore:
         titles drown the text (README, retrieval results). Beyond one machine: the writer publishes
         every commit with `publisher`; a reader with `snapshots` searches the newest published
         generation instead of `path` (storage.lexical_snapshots)."""
-        import tantivy
 
         path.mkdir(parents=True, exist_ok=True)
         self._schema = _schema()
@@ -85,13 +110,13 @@ class LexicalStore:
         self._publisher = publisher
         self._snapshots = snapshots
         self._generation = 0
-        self._index = tantivy.Index(self._schema, path=str(path), reuse=True)
         self._path = path
         self._replaced = _replaced_token(path)
+        self._index, self._acl = _open_index(path)
         self._writer = None
         if writer:
             try:
-                self._writer = self._index.writer(heap_size=64_000_000, num_threads=1)
+                self._writer = self._index.writer(heap_size=_WRITER_HEAP, num_threads=1)
             except ValueError as err:
                 if "LockBusy" not in str(err):
                     raise
@@ -99,6 +124,8 @@ class LexicalStore:
                     f"another process is writing the lexical index in {path} (a running `ragstack serve` "
                     "or ingest): stop it, or let commands reach it at its configured addresses"
                 ) from None
+            if not self._acl:
+                self._upgrade()
 
     def replace_documents(
         self,
@@ -136,6 +163,7 @@ class LexicalStore:
                     heading=" ".join(c.heading_path),
                     text=c.text,
                     meta=meta,
+                    group=_acl_terms(c.groups),
                 )
             )
         for p in pages:
@@ -151,6 +179,7 @@ class LexicalStore:
                     heading=p.title,
                     text=p.text,
                     meta=json.dumps({"page": p.page}),
+                    group=_acl_terms(p.groups),
                 )
             )
         self._commit()
@@ -185,7 +214,6 @@ class LexicalStore:
     def _refresh(self) -> bool:
         """Sees the latest commit: reloads, or opens the newest published generation. False when
         there is nothing to search yet."""
-        import tantivy
 
         if self._snapshots is None:
             self._reload()
@@ -194,7 +222,7 @@ class LexicalStore:
         if folder is None:
             return False
         if generation != self._generation:
-            self._index = tantivy.Index(self._schema, path=str(folder), reuse=True)
+            self._index, self._acl = _open_index(folder)
             self._generation = generation
         return True
 
@@ -216,6 +244,7 @@ class LexicalStore:
                 title=doc["title"][0],
                 source=meta["source"],
                 media_type=meta.get("media_type", ""),
+                groups=tuple(g for g in doc.get_all("group") if g != PUBLIC),
             )
             out.append((chunk, score))
         return out
@@ -243,24 +272,27 @@ class LexicalStore:
             return []
         if not self._refresh():
             return []
-        text_query = self._index.parse_query(" ".join(terms), list(self._boosts), field_boosts=self._boosts)
+        index, has_groups = self._index, self._acl
+        schema = index.schema
+        text_query = index.parse_query(" ".join(terms), list(self._boosts), field_boosts=self._boosts)
         clauses = [
             (tantivy.Occur.Must, text_query),
-            (tantivy.Occur.Must, tantivy.Query.term_query(self._schema, "library", library)),
-            (tantivy.Occur.Must, tantivy.Query.term_query(self._schema, "kind", kind)),
+            (tantivy.Occur.Must, tantivy.Query.term_query(schema, "library", library)),
+            (tantivy.Occur.Must, tantivy.Query.term_query(schema, "kind", kind)),
         ]
         for field, values in (("document_id", where.document_ids), ("media_type", where.media_types)):
             if values:
                 clauses.append(
-                    (tantivy.Occur.Must, tantivy.Query.term_set_query(self._schema, field, list(values)))
+                    (tantivy.Occur.Must, tantivy.Query.term_set_query(schema, field, list(values)))
                 )
         if where.heading_prefix:
             pattern = _regex_literal(heading_key(where.heading_prefix)) + ".*"
-            clauses.append(
-                (tantivy.Occur.Must, tantivy.Query.regex_query(self._schema, "heading_key", pattern))
-            )
+            clauses.append((tantivy.Occur.Must, tantivy.Query.regex_query(schema, "heading_key", pattern)))
+        if where.acl is not None and has_groups:  # an index from before ACLs holds public documents only
+            visible = tantivy.Query.term_set_query(schema, "group", [PUBLIC, *where.acl])
+            clauses.append((tantivy.Occur.Must, visible))
         q = tantivy.Query.boolean_query(clauses)
-        searcher = self._index.searcher()
+        searcher = index.searcher()
         return [(searcher.doc(address), float(score)) for score, address in searcher.search(q, k).hits]
 
     # lifecycle (ragstack/stores/snapshots.py): counts, copies, restore, garbage collection
@@ -271,13 +303,14 @@ class LexicalStore:
 
         if not self._refresh():
             return 0
+        index = self._index
         q = tantivy.Query.boolean_query(
             [
-                (tantivy.Occur.Must, tantivy.Query.term_query(self._schema, "library", library)),
-                (tantivy.Occur.Must, tantivy.Query.term_query(self._schema, "kind", kind)),
+                (tantivy.Occur.Must, tantivy.Query.term_query(index.schema, "library", library)),
+                (tantivy.Occur.Must, tantivy.Query.term_query(index.schema, "kind", kind)),
             ]
         )
-        return int(self._index.searcher().search(q, 1, count=True).count)  # type: ignore[attr-defined]
+        return int(index.searcher().search(q, 1, count=True).count)
 
     def copy_to(self, target: Path) -> None:
         """Copies the last commit into the new folder `target`. The writer's merges are finished
@@ -317,13 +350,44 @@ class LexicalStore:
             self._reopen()
             if writing:
                 self._writer = self._index.writer(heap_size=_WRITER_HEAP, num_threads=1)
+                if not self._acl:  # a snapshot from before document ACLs
+                    self._upgrade()
 
     def _reopen(self) -> None:
-        import tantivy
-
         self._path.mkdir(parents=True, exist_ok=True)
         self._replaced = _replaced_token(self._path)
-        self._index = tantivy.Index(self._schema, path=str(self._path), reuse=True)
+        self._index, self._acl = _open_index(self._path)
+
+    def _upgrade(self) -> None:
+        """Rewrites an index from before document ACLs with the `group` field (every document
+        public), from its stored fields, beside the index; swapped in by rename like a restore, so
+        readers see the old index or the new one. Runs in the writer, which holds the old index's
+        lock until the copy is made."""
+        import tantivy
+
+        from ragstack.stores.lexical_upgrade import copy_as_public
+
+        assert self._writer is not None
+        old = self._index
+        old.reload()
+        searcher = old.searcher()
+        staging = self._path.with_name(f".{self._path.name}.upgrade")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        new = tantivy.Index(self._schema, path=str(staging), reuse=False)
+        writer = new.writer(heap_size=_WRITER_HEAP, num_threads=1)
+        copy_as_public(searcher, writer)
+        writer.commit()
+        writer.wait_merging_threads()
+        (staging / REPLACED).write_text(uuid.uuid4().hex)
+        self._writer.wait_merging_threads()
+        self._writer = None
+        _swap(staging, self._path)
+        shutil.rmtree(staging, ignore_errors=True)
+        self._reopen()
+        self._writer = self._index.writer(heap_size=_WRITER_HEAP, num_threads=1)
+        if self._publisher is not None:
+            self._publisher.publish()
 
     def _reload(self) -> None:
         """Sees the last commit; reopens the index first when a restore replaced its folder."""

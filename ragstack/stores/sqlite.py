@@ -16,3 +16,10 @@ def open_sqlite(path: Path, schema: str) -> sqlite3.Connection:
     db.execute("PRAGMA journal_mode=WAL")
     db.executescript(schema)
     return db
+
+
+def ensure_column(db: sqlite3.Connection, table: str, column: str, definition: str) -> None:
+    """Adds `column` to a table made by an older release (schema upgrades in place)."""
+    have = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+    if column not in have:
+        db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")

@@ -1,10 +1,15 @@
-"""Dense vectors of chunks in LanceDB. Ingest writes; retrieve reads with strong consistency."""
+"""Dense vectors of chunks in LanceDB. Ingest writes; retrieve reads with strong consistency.
+
+Document ACLs: each row has its document's groups (`groups`; empty or null: public). A caller's ACL
+goes into LanceDB's `where` (prefiltered) or into the in-memory mask, and into every lookup by id or
+position, so a hidden chunk is never a candidate. The writer adds the column to an older table.
+"""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +20,8 @@ from ragstack.domain import Chunk, SearchFilter, heading_key
 from ragstack.stores.location import connect_lancedb
 
 TABLE = "chunks"
+GROUPS = "groups"  # the document's ACL groups; empty or null (a table from before ACLs): public
+_GROUPS_FIELD = pa.field(GROUPS, pa.list_(pa.string()))
 
 
 def sql_str(value: str) -> str:
@@ -37,12 +44,27 @@ def _schema(dimension: int) -> pa.Schema:
             pa.field("media_type", pa.string()),
             pa.field("heading_key", pa.string()),
             pa.field("vector", pa.list_(pa.float32(), dimension)),
+            _GROUPS_FIELD,
         ]
     )
 
 
-def _sql_filter(library: str, where: SearchFilter) -> str:
+def acl_sql(acl: tuple[str, ...] | None, column: str = GROUPS) -> str:
+    """The SQL condition of rows a caller who sees `acl` may see ("" when it sees all): public ones
+    (no groups) and those sharing a group with it."""
+    if acl is None:
+        return ""
+    public = f"({column} IS NULL OR array_length({column}) = 0"
+    if not acl:
+        return public + ")"
+    return f"{public} OR array_has_any({column}, [{', '.join(sql_str(g) for g in acl)}]))"
+
+
+def _sql_filter(library: str, where: SearchFilter, acl: bool = True) -> str:
+    """`acl`: whether the table has the groups column (a table from before ACLs is all public)."""
     parts = [f"library = {sql_str(library)}"]
+    if acl and (condition := acl_sql(where.acl)):
+        parts.append(condition)
     if where.document_ids:
         parts.append(f"document_id IN ({', '.join(sql_str(x) for x in where.document_ids)})")
     if where.media_types:
@@ -64,6 +86,7 @@ def row_to_chunk(row: dict[str, Any]) -> Chunk:
         title=row["title"] or "",
         source=row["source"] or "",
         media_type=row.get("media_type") or "",
+        groups=tuple(row.get(GROUPS) or ()),
     )
 
 
@@ -77,6 +100,7 @@ class _Snapshot:
     _positions: dict[tuple[str, int], int] | None = None
     _by_document: dict[str, list[int]] | None = None
     _by_id: dict[str, int] | None = None
+    _visible: dict[tuple[str, ...], np.ndarray] = field(default_factory=dict)
 
     @classmethod
     def from_arrow(cls, version: int, data: pa.Table, dimension: int) -> _Snapshot:
@@ -113,28 +137,61 @@ class _Snapshot:
         if where.heading_prefix:
             hit = pc.starts_with(self.rows["heading_key"], pattern=heading_key(where.heading_prefix))
             mask &= hit.to_numpy(zero_copy_only=False)
+        if where.acl is not None:
+            mask &= self.visible(where.acl)
         return mask
 
-    def of_document(self, document_id: str) -> list[Chunk]:
+    def visible(self, acl: tuple[str, ...]) -> np.ndarray:
+        """The rows a caller who sees `acl` may see (public rows and those sharing a group), kept
+        per ACL for this version (a few group sets call again and again)."""
+        key = tuple(sorted(set(acl)))
+        found = self._visible.get(key)
+        if found is not None:
+            return found
+        import pyarrow.compute as pc
+
+        if GROUPS not in self.rows.column_names:  # a table from before ACLs: every row is public
+            found = np.ones(self.rows.num_rows, dtype=bool)
+        else:
+            groups = self.rows[GROUPS].combine_chunks()
+            found = pc.fill_null(pc.list_value_length(groups), 0).to_numpy(zero_copy_only=False) == 0
+            if key:
+                flat = pc.list_flatten(groups)
+                parents = pc.list_parent_indices(groups).to_numpy(zero_copy_only=False)
+                hit = pc.is_in(flat, value_set=pa.array(key, pa.string())).to_numpy(zero_copy_only=False)
+                found[parents[hit]] = True
+        if len(self._visible) >= 64:
+            self._visible.clear()
+        self._visible[key] = found
+        return found
+
+    def _take(self, picked: list[int], acl: tuple[str, ...] | None) -> list[Chunk]:
+        if acl is not None:
+            allowed = self.visible(acl)
+            picked = [i for i in picked if allowed[i]]
+        return [row_to_chunk(r) for r in self.rows.take(pa.array(picked, type=pa.int64())).to_pylist()]
+
+    def of_document(self, document_id: str, acl: tuple[str, ...] | None = None) -> list[Chunk]:
         if self._by_document is None:
             index: dict[str, list[int]] = {}
             for i, doc in enumerate(self.rows["document_id"].to_pylist()):
                 index.setdefault(doc, []).append(i)
             object.__setattr__(self, "_by_document", index)
         assert self._by_document is not None
-        picked = self._by_document.get(document_id, [])
-        return [row_to_chunk(r) for r in self.rows.take(pa.array(picked, type=pa.int64())).to_pylist()]
+        return self._take(self._by_document.get(document_id, []), acl)
 
-    def by_id(self, chunk_ids: Sequence[str]) -> list[Chunk]:
+    def by_id(self, chunk_ids: Sequence[str], acl: tuple[str, ...] | None = None) -> list[Chunk]:
         if self._by_id is None:
             object.__setattr__(
                 self, "_by_id", {c: i for i, c in enumerate(self.rows["chunk_id"].to_pylist())}
             )
         assert self._by_id is not None
         picked = [i for i in (self._by_id.get(c) for c in chunk_ids) if i is not None]
-        return [row_to_chunk(r) for r in self.rows.take(pa.array(picked, type=pa.int64())).to_pylist()]
+        return self._take(picked, acl)
 
-    def around(self, document_id: str, position: int, radius: int) -> list[Chunk]:
+    def around(
+        self, document_id: str, position: int, radius: int, acl: tuple[str, ...] | None = None
+    ) -> list[Chunk]:
         if self._positions is None:
             ids = self.rows["document_id"].to_pylist()
             positions = self.rows["position"].to_pylist()
@@ -145,17 +202,18 @@ class _Snapshot:
         found = [
             self._positions.get((document_id, p)) for p in range(position - radius, position + radius + 1)
         ]
-        picked = [i for i in found if i is not None]
-        return [row_to_chunk(r) for r in self.rows.take(pa.array(picked, type=pa.int64())).to_pylist()]
+        return self._take([i for i in found if i is not None], acl)
 
 
 def _rows_by_id(
-    table: Any, library: str, chunk_ids: Sequence[str], columns: list[str] | None = None
+    table: Any, library: str, chunk_ids: Sequence[str], columns: list[str] | None = None, visible: str = ""
 ) -> Iterator[pa.Table]:
-    """The rows of these chunks, a thousand ids a query (all columns, or `columns`)."""
+    """The rows of these chunks, a thousand ids a query (all columns, or `columns`), of those
+    meeting the condition `visible` when one is given."""
+    scope = f"library = {sql_str(library)}" + (f" AND {visible}" if visible else "")
     for i in range(0, len(chunk_ids), 1000):
         ids = ", ".join(sql_str(c) for c in chunk_ids[i : i + 1000])
-        query = table.search().where(f"library = {sql_str(library)} AND chunk_id IN ({ids})")
+        query = table.search().where(f"{scope} AND chunk_id IN ({ids})")
         yield (query.select(columns) if columns else query).limit(None).to_arrow()
 
 
@@ -180,17 +238,26 @@ class VectorStore:
         self._refine = refine_factor
         self._cache: dict[str, _Snapshot] = {}
         self._lock = threading.Lock()
+        self._writer = writer
         self._table: Any = None
         if TABLE in self._db.list_tables().tables:
-            self._table = self._db.open_table(TABLE)
+            self._open()
         elif writer:
             self._table = self._db.create_table(TABLE, schema=_schema(dimension))
 
     def _open(self) -> Any:
         if self._table is None:
             if TABLE in self._db.list_tables().tables:
-                self._table = self._db.open_table(TABLE)
+                table = self._db.open_table(TABLE)
+                if self._writer and GROUPS not in table.schema.names:
+                    # A table from before document ACLs (or restored to a version from then): the
+                    # column is added, null in every row, so its documents stay public.
+                    table.add_columns(_GROUPS_FIELD)
+                self._table = table
         return self._table
+
+    def _has_groups(self, table: Any) -> bool:
+        return self._writer or GROUPS in table.schema.names
 
     def replace_documents(
         self, library: str, document_ids: Sequence[str], chunks: Sequence[Chunk], vectors: np.ndarray
@@ -212,6 +279,7 @@ class VectorStore:
                 "media_type": c.media_type,
                 "heading_key": heading_key(c.heading_path),
                 "vector": vectors[i].astype(np.float32),
+                GROUPS: list(c.groups),
             }
             for i, c in enumerate(chunks)
         ]
@@ -249,7 +317,7 @@ class VectorStore:
         query = (
             table.search(vector.astype(np.float32), vector_column_name="vector")
             .distance_type("cosine")
-            .where(_sql_filter(library, where), prefilter=True)
+            .where(_sql_filter(library, where, self._has_groups(table)), prefilter=True)
             .limit(k)
         )
         if self.has_ann_index():
@@ -271,29 +339,34 @@ class VectorStore:
         )
         return [(row_to_chunk(r), 1.0 - float(r["_distance"])) for r in result]
 
-    def chunks_of(self, library: str, document_id: str) -> list[Chunk]:
-        """Every chunk of a document, in order."""
+    def chunks_of(self, library: str, document_id: str, acl: tuple[str, ...] | None = None) -> list[Chunk]:
+        """Every chunk of a document, in order (none when a caller who sees `acl` may not see it)."""
         table = self._open()
         if table is None:
             return []
         snapshot = self._snapshot(table, library)
         if snapshot is not None:
-            found = snapshot.of_document(document_id)
+            found = snapshot.of_document(document_id, acl)
         else:
-            where = _sql_filter(library, SearchFilter(document_ids=(document_id,)))
+            scope = SearchFilter(document_ids=(document_id,), acl=acl)
+            where = _sql_filter(library, scope, self._has_groups(table))
             found = [row_to_chunk(r) for r in table.search().where(where).limit(None).to_list()]
         return sorted(found, key=lambda c: c.position)
 
-    def chunks_by_id(self, library: str, chunk_ids: Sequence[str]) -> list[Chunk]:
-        """The chunks with these ids (those that exist), in the order asked."""
+    def chunks_by_id(
+        self, library: str, chunk_ids: Sequence[str], acl: tuple[str, ...] | None = None
+    ) -> list[Chunk]:
+        """The chunks with these ids (those that exist and that a caller who sees `acl` may see),
+        in the order asked."""
         table = self._open()
         if table is None or not chunk_ids:
             return []
         snapshot = self._snapshot(table, library)
         if snapshot is not None:
-            return snapshot.by_id(chunk_ids)
+            return snapshot.by_id(chunk_ids, acl)
+        visible = acl_sql(acl) if self._has_groups(table) else ""
         found: dict[str, Chunk] = {}
-        for data in _rows_by_id(table, library, chunk_ids):
+        for data in _rows_by_id(table, library, chunk_ids, visible=visible):
             found.update((c.chunk_id, c) for c in map(row_to_chunk, data.to_pylist()))
         return [found[c] for c in chunk_ids if c in found]
 
@@ -310,18 +383,27 @@ class VectorStore:
             )
         return found
 
-    def around(self, library: str, document_id: str, position: int, radius: int) -> list[Chunk]:
-        """The chunks of a document within `radius` positions of `position`, in order."""
+    def around(
+        self,
+        library: str,
+        document_id: str,
+        position: int,
+        radius: int,
+        acl: tuple[str, ...] | None = None,
+    ) -> list[Chunk]:
+        """The chunks of a document within `radius` positions of `position`, in order (of those a
+        caller who sees `acl` may see)."""
         table = self._open()
         if table is None:
             return []
         snapshot = self._snapshot(table, library)
         if snapshot is not None:
-            return snapshot.around(document_id, position, radius)
+            return snapshot.around(document_id, position, radius, acl)
+        scope = SearchFilter(document_ids=(document_id,), acl=acl)
         rows = (
             table.search()
             .where(
-                f"{_sql_filter(library, SearchFilter(document_ids=(document_id,)))} "
+                f"{_sql_filter(library, scope, self._has_groups(table))} "
                 f"AND position BETWEEN {position - radius} AND {position + radius}"
             )
             .limit(None)

@@ -17,7 +17,7 @@ import logging
 import random
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -172,10 +172,12 @@ class GraphIndex:
         document_ids: Sequence[str],
         mentions: Sequence[EntityMention],
         relations: Sequence[Relation],
+        groups: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
+        """`groups`: each document's ACL groups (kept on its entity rows, for graph search)."""
         touched = self._touched.setdefault(library, set())
         touched.update(self._store.keys_of(library, document_ids))
-        self._store.replace_documents(library, document_ids, mentions, relations)
+        self._store.replace_documents(library, document_ids, mentions, relations, groups)
         touched.update(m.key for m in mentions)
 
     def delete(self, library: str, document_id: str) -> None:

@@ -9,6 +9,11 @@ of batch N+1, and a third writes batch N-1 to the stores, then extracts the enti
 A file that fails is reported and skipped; the batch goes on. The catalog row (with the
 fingerprint) is written after the stores, so a crash before it leaves the documents to be redone
 by the next run.
+
+Document ACLs: the groups of an ingest go with every document it writes, onto each of its chunks
+and pages in every store and onto its graph rows. A document is unchanged only when its content and
+its groups are: one ingested again with other groups is indexed again, so the new ACL reaches every
+store in the same batch commit as any other change.
 """
 
 from __future__ import annotations
@@ -26,7 +31,16 @@ from typing import Any, Protocol
 import numpy as np
 from opentelemetry import trace
 
-from ragstack.domain import Chunk, Document, FileProgress, FileStage, IngestSummary, PageText
+from ragstack.domain import (
+    Chunk,
+    Document,
+    FileProgress,
+    FileStage,
+    IngestSummary,
+    PageText,
+    acl_allows,
+    acl_groups,
+)
 from ragstack.errors import DocumentNotFound, InvalidArgument, RagstackError
 from ragstack.knowledge_graph import EntityMention, Relation
 from ragstack.stores.catalog import Catalog
@@ -123,12 +137,15 @@ class IngestPipeline:
         library: str,
         prune_roots: Sequence[str] = (),
         enrich: bool = False,
+        groups: Sequence[str] = (),
     ) -> Generator[FileProgress | IngestSummary, None, None]:
         """Yields per-document progress events, then the summary. With `prune_roots`, documents of
         the library whose source lies under one of them but was not seen this time are removed.
-        With `enrich`, every new chunk gets the LLM's situating sentence first (when one answers)."""
+        With `enrich`, every new chunk gets the LLM's situating sentence first (when one answers).
+        `groups`: the ACL groups of every document written (empty: public)."""
         if not items and not prune_roots:
             raise InvalidArgument("nothing to ingest: give paths or files")
+        acl = acl_groups(groups)
         start = self._clock()
         docs = expand(items, library)
         summary = IngestSummary(files=len(docs))
@@ -139,11 +156,11 @@ class IngestPipeline:
                 summary.notes.append(
                     "enrichment skipped: no LLM reachable (llm.host), chunks indexed as they are"
                 )
-        known = self._catalog.fingerprints(library)
+        known = self._catalog.states(library)
 
         def prepare(entry: tuple[int, DocItem | Rejected]) -> _Prepared | None:
             index, doc = entry
-            return None if isinstance(doc, Rejected) else self._prepare(doc, library, known, index)
+            return None if isinstance(doc, Rejected) else self._prepare(doc, library, known, index, acl)
 
         pending: list[_Prepared] = []
         # Leaving the block stops the parsing ahead and waits for the batch in flight, also when
@@ -215,7 +232,14 @@ class IngestPipeline:
                 summary.removed += 1
                 yield FileProgress(doc.source, FileStage.REMOVED, total, total, doc.document_id)
 
-    def _prepare(self, item: DocItem, library: str, known: dict[str, str], index: int) -> _Prepared | None:
+    def _prepare(
+        self,
+        item: DocItem,
+        library: str,
+        known: dict[str, tuple[str, tuple[str, ...]]],
+        index: int,
+        groups: tuple[str, ...],
+    ) -> _Prepared | None:
         if item.size > self._max_bytes:
             raise InvalidArgument(
                 f"file is {item.size / 1e6:.1f} MB, over the limit of {self._max_bytes / 1e6:.1f} MB "
@@ -223,7 +247,7 @@ class IngestPipeline:
             )
         data = item.read()
         fingerprint = hashlib.sha256(data).hexdigest()
-        if known.get(item.document_id) == fingerprint:
+        if known.get(item.document_id) == (fingerprint, groups):
             return None
         with tracer.start_as_current_span("ingest.parse", attributes={"source": item.source}):
             parsed = readers.parse(item.source, data, item.kind)
@@ -245,6 +269,7 @@ class IngestPipeline:
                 title=parsed.title,
                 source=item.source,
                 media_type=parsed.media_type,
+                groups=groups,
             )
             for i, p in enumerate(pieces)
         ]
@@ -257,12 +282,13 @@ class IngestPipeline:
             title=parsed.title,
             media_type=parsed.media_type,
             chunk_count=len(chunks),
+            groups=groups,
         )
         # Whole pages go to the lexical index too; a page-less document split into several chunks
         # goes whole, as page 0.
         page_texts = split_pages(parsed.markdown) or ([(0, parsed.markdown)] if len(chunks) > 1 else [])
         pages = [
-            PageText(item.document_id, library, page, text, parsed.title, parsed.media_type)
+            PageText(item.document_id, library, page, text, parsed.title, parsed.media_type, groups)
             for page, text in page_texts
         ]
         return _Prepared(index, item, document, chunks, pages)
@@ -328,7 +354,8 @@ class IngestPipeline:
             with tracer.start_as_current_span("ingest.index", attributes={"documents": len(batch)}):
                 self._vectors.replace_documents(library, ids, chunks, vectors)
                 if self._graph is not None:
-                    self._graph.write(library, ids, *graph)
+                    acl = {p.item.document_id: p.document.groups for p in batch}
+                    self._graph.write(library, ids, *graph, groups=acl)
                 self._lexical.replace_documents(library, ids, chunks, [pg for p in batch for pg in p.pages])
                 self._catalog.end_batch(docs)
         except Exception as err:
@@ -359,7 +386,9 @@ class IngestPipeline:
             return "nothing"
         entry = json.loads(record)
         if self._lexical.opstamp() != entry["tantivy"]:
-            self._catalog.end_batch(Document(**d) for d in entry["documents"])
+            self._catalog.end_batch(
+                Document(**{**d, "groups": tuple(d.get("groups", ()))}) for d in entry["documents"]
+            )
             log.warning("a batch of %d documents was finished after an interruption", len(entry["documents"]))
             return "forward"
         self._lexical.rollback()
@@ -390,17 +419,19 @@ class IngestPipeline:
     def libraries(self) -> list[tuple[str, int, int, str]]:
         return self._catalog.libraries()
 
-    def list_documents(self, library: str) -> list[Document]:
-        return self._catalog.list(library)
+    def list_documents(self, library: str, acl: tuple[str, ...] | None = None) -> list[Document]:
+        """The library's documents that a caller who sees `acl` may see (None: all)."""
+        return [d for d in self._catalog.list(library) if acl_allows(acl, d.groups)]
 
-    def get_document(self, library: str, document_id: str) -> Document:
+    def get_document(self, library: str, document_id: str, acl: tuple[str, ...] | None = None) -> Document:
+        """The document; one the caller may not see is not found, exactly like an unknown one."""
         doc = self._catalog.get(library, document_id)
-        if doc is None:
+        if doc is None or not acl_allows(acl, doc.groups):
             raise DocumentNotFound(document_id)
         return doc
 
-    def delete_document(self, library: str, document_id: str) -> int:
-        self.get_document(library, document_id)
+    def delete_document(self, library: str, document_id: str, acl: tuple[str, ...] | None = None) -> int:
+        self.get_document(library, document_id, acl)
         removed = self._delete(library, document_id)
         if self._graph is not None:
             self._refresh_graph(library, IngestSummary(), changed=True)

@@ -6,6 +6,14 @@ one hop away (the band of the drummer asked about) is found too; chunks ranked b
 Global: every community's vector (the mean of its chunks' vectors) scored against the query
 vector; the chunks behind the best few (passing over a community that brings no chunk the better
 ones did not), taken in turn from each, the better community first.
+
+Document ACLs (`SearchFilter.acl`): local search walks the graph of the documents the caller sees
+(`GraphReader.graph(library, acl)`: an entity only hidden documents name is no seed and no hop), and
+every chunk is looked up with the caller's ACL. Global search considers only the communities whose
+every document the caller sees: a summary (extractive or the LLM's) is written from all the
+documents that name its members, so one built partly from a hidden document is never a candidate,
+and rewriting summaries per caller would cost an LLM call per query. A caller with few groups may
+therefore see fewer communities; the chunks behind the ones it sees are all its own.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ragstack.domain import Chunk, CommunityHit, SearchFilter
+from ragstack.domain import Chunk, CommunityHit, SearchFilter, acl_allows
 from ragstack.knowledge_graph import Community, KnowledgeGraph
 
 HOP_SHARE = 0.3  # a neighbour's chunk counts this much of the neighbour's idf (at most)
@@ -24,12 +32,15 @@ FETCH_FACTOR = 4  # chunks looked up per hit wanted, so that filters still leave
 
 
 class GraphReader(Protocol):
-    def graph(self, library: str) -> KnowledgeGraph: ...
+    def graph(self, library: str, acl: tuple[str, ...] | None = None) -> KnowledgeGraph: ...
+    def document_groups(self, library: str) -> dict[str, tuple[str, ...]]: ...
     def communities(self, library: str) -> tuple[list[Community], np.ndarray]: ...
 
 
 class ChunkLookup(Protocol):
-    def chunks_by_id(self, library: str, chunk_ids: Sequence[str]) -> list[Chunk]: ...
+    def chunks_by_id(
+        self, library: str, chunk_ids: Sequence[str], acl: tuple[str, ...] | None = None
+    ) -> list[Chunk]: ...
 
 
 class GraphSearch:
@@ -42,7 +53,7 @@ class GraphSearch:
         self._communities = communities
 
     def local(self, query: str, library: str, k: int, where: SearchFilter) -> list[tuple[Chunk, float]]:
-        kg = self._store.graph(library)
+        kg = self._store.graph(library, where.acl)
         seeds = kg.find_entities(query)
         scores: dict[str, float] = defaultdict(float)
         for seed in seeds:
@@ -64,9 +75,8 @@ class GraphSearch:
         if not communities:
             return [], []
         similarity = matrix @ vector.astype(np.float32)
-        best = sorted(
-            range(len(communities)), key=lambda i: (-float(similarity[i]), communities[i].community_id)
-        )
+        visible = self._visible(library, communities, where.acl)
+        best = sorted(visible, key=lambda i: (-float(similarity[i]), communities[i].community_id))
         picked: list[int] = []
         covered: set[str] = set()
         for i in best:  # a community whose chunks are all in already adds nothing
@@ -80,7 +90,7 @@ class GraphSearch:
             for rank, chunk_id in enumerate(communities[i].chunk_ids):
                 score = float(similarity[i]) / (1.0 + rank)
                 scores[chunk_id] = max(scores.get(chunk_id, float("-inf")), score)
-        kg = self._store.graph(library)
+        kg = self._store.graph(library, where.acl)
         names = kg.graph.nodes
         found = [
             CommunityHit(
@@ -94,13 +104,26 @@ class GraphSearch:
         ]
         return self._resolve(library, scores, k, where), found
 
+    def _visible(self, library: str, communities: list[Community], acl: tuple[str, ...] | None) -> list[int]:
+        """The communities a caller who sees `acl` may be shown: those whose every document it
+        sees (a document without graph rows any more counts as hidden: a stale community)."""
+        if acl is None:
+            return list(range(len(communities)))
+        groups = self._store.document_groups(library)
+        return [
+            i
+            for i, c in enumerate(communities)
+            if all(d in groups and acl_allows(acl, groups[d]) for d in c.document_ids)
+        ]
+
     def _resolve(
         self, library: str, scores: dict[str, float], k: int, where: SearchFilter
     ) -> list[tuple[Chunk, float]]:
-        """The best-scored chunk ids as chunks, filtered, best first (ties by chunk id)."""
+        """The best-scored chunk ids as chunks, filtered, best first (ties by chunk id). The ACL
+        goes into the lookup: a hidden chunk never comes back."""
         ranked = sorted(scores, key=lambda c: (-scores[c], c))
-        if not where:
+        if not (where.document_ids or where.media_types or where.heading_prefix):
             ranked = ranked[: k * FETCH_FACTOR]
-        chunks = self._chunks.chunks_by_id(library, ranked)
+        chunks = self._chunks.chunks_by_id(library, ranked, where.acl)
         by_id = {c.chunk_id: c for c in chunks if where.accepts(c)}
         return [(by_id[c], scores[c]) for c in ranked if c in by_id][:k]

@@ -1,4 +1,9 @@
-"""Lexical, dense, hybrid and graph search over one library."""
+"""Lexical, dense, hybrid and graph search over one library.
+
+Every search runs with the caller's document ACL (`ragstack.auth.current().acl`) in its filter,
+which each store applies inside its own query: a document the caller may not see is never a
+candidate, so top_k is filled from visible documents and no score depends on a hidden one.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from typing import Protocol
 import numpy as np
 from opentelemetry import trace
 
+from ragstack import auth
 from ragstack.domain import Chunk, CommunityHit, SearchFilter, SearchHit, SearchMode, SignalScore
 from ragstack.errors import InvalidArgument
 from ragstack.text import content_words
@@ -30,8 +36,17 @@ class DenseIndex(Protocol):
     def search(
         self, vector: np.ndarray, library: str, k: int, where: SearchFilter | None = None
     ) -> list[tuple[Chunk, float]]: ...
-    def around(self, library: str, document_id: str, position: int, radius: int) -> list[Chunk]: ...
-    def chunks_of(self, library: str, document_id: str) -> list[Chunk]: ...
+    def around(
+        self,
+        library: str,
+        document_id: str,
+        position: int,
+        radius: int,
+        acl: tuple[str, ...] | None = None,
+    ) -> list[Chunk]: ...
+    def chunks_of(
+        self, library: str, document_id: str, acl: tuple[str, ...] | None = None
+    ) -> list[Chunk]: ...
 
 
 class LexicalIndex(Protocol):
@@ -126,22 +141,23 @@ class Searcher:
             )
         # Over-fetch so that the per-document cap still leaves k hits.
         n = max(self._candidates, k * 3 if cap else k, k * self._rerank_factor if self._reranker else 0)
+        where = q.where.narrowed_to(auth.current().acl)  # the caller's ACL, inside every store's query
         communities: tuple[CommunityHit, ...] = ()
         if mode == SearchMode.DENSE:
-            hits = _single("dense", await self._dense_hits(text, q.library, n, q.where))
+            hits = _single("dense", await self._dense_hits(text, q.library, n, where))
         elif mode == SearchMode.GRAPH_LOCAL:
-            hits = _single("graph", await self._graph_local(text, q.library, n, q.where))
+            hits = _single("graph", await self._graph_local(text, q.library, n, where))
         elif mode == SearchMode.GRAPH_GLOBAL:
-            found, communities = await self._graph_global(text, q.library, n, q.where)
+            found, communities = await self._graph_global(text, q.library, n, where)
             hits = _single("graph", found)
         else:
-            searches = {"lexical": self._lexical_hits(text, q.library, n, q.where)}
+            searches = {"lexical": self._lexical_hits(text, q.library, n, where)}
             if mode == SearchMode.HYBRID:
-                searches["dense"] = self._dense_hits(text, q.library, n, q.where)
+                searches["dense"] = self._dense_hits(text, q.library, n, where)
                 if self._graph_weight and self._graph is not None:
-                    searches["graph"] = self._graph_local(text, q.library, n, q.where)
+                    searches["graph"] = self._graph_local(text, q.library, n, where)
             if self._page_search:
-                searches["pages"] = self._page_hits(text, q.library, n, q.where)
+                searches["pages"] = self._page_hits(text, q.library, n, where)
             found_lists = dict(zip(searches, await asyncio.gather(*searches.values()), strict=True))
             if "pages" in found_lists:
                 found_lists["lexical"] = merge_page_hits(found_lists["lexical"], found_lists.pop("pages"))
@@ -154,7 +170,7 @@ class Searcher:
         hits = cap_per_document(hits, cap)[:k]
         if q.expand_context:
             with tracer.start_as_current_span("retrieve.expand"):
-                hits = await asyncio.to_thread(self._expand, q.library, hits)
+                hits = await asyncio.to_thread(self._expand, q.library, hits, where.acl)
         return SearchResult(hits, mode, communities)
 
     def _graph_search(self) -> GraphSearch:
@@ -195,7 +211,7 @@ class Searcher:
         words = content_words(query)
         out = []
         for document_id, page, score in self._lexical.search_pages(query, library, k, where):
-            chunks = self._dense.chunks_of(library, document_id)
+            chunks = self._dense.chunks_of(library, document_id, where.acl)
             on_page = [c for c in chunks if page == 0 or page in c.pages] or chunks
             if on_page:
                 best = max(on_page, key=lambda c: (len(words & content_words(c.text)), -c.position))
@@ -217,14 +233,14 @@ class Searcher:
             for rank, i in enumerate(order, start=1)
         ]
 
-    def _expand(self, library: str, hits: list[SearchHit]) -> list[SearchHit]:
-        return [replace(h, context=self._context(library, h.chunk)) for h in hits]
+    def _expand(self, library: str, hits: list[SearchHit], acl: tuple[str, ...] | None) -> list[SearchHit]:
+        return [replace(h, context=self._context(library, h.chunk, acl)) for h in hits]
 
-    def _context(self, library: str, chunk: Chunk) -> str:
+    def _context(self, library: str, chunk: Chunk, acl: tuple[str, ...] | None) -> str:
         """The chunk with its neighbours from the same section, nearest first, within the budget."""
         section = {
             c.position: c
-            for c in self._dense.around(library, chunk.document_id, chunk.position, CONTEXT_RADIUS)
+            for c in self._dense.around(library, chunk.document_id, chunk.position, CONTEXT_RADIUS, acl)
             if c.heading_path == chunk.heading_path
         }
         picked = {chunk.position: chunk}

@@ -38,7 +38,7 @@ def pipeline(tmp_path: Path, embedder: Any, llm: LLM | None) -> IngestPipeline:
 
 
 def run(p: IngestPipeline, text: str, enrich: bool = True) -> IngestSummary:
-    events = list(p.run(upload_items([("okapi.md", text.encode())]), "default", enrich=enrich))
+    events = list(p.run(upload_items("default", [("okapi.md", text.encode())]), "default", enrich=enrich))
     summary = events[-1]
     assert isinstance(summary, IngestSummary)
     return summary

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from ragstack.domain import Chunk, IngestSummary, SearchFilter
+from ragstack.guard.paths import PathGuard
 from ragstack.stores.catalog import Catalog
 from ragstack.stores.graph import GraphStore
 from ragstack.stores.lexical import LexicalStore
@@ -23,6 +24,8 @@ from services.ingest.sources import collect_paths
 from services.retrieve.graph_search import GraphSearch
 
 DOCS = Path(__file__).resolve().parents[2] / "data" / "graph"
+
+EVERYWHERE = PathGuard([Path("/")])  # these tests read their own temp folders
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +57,7 @@ class Stores:
         self.vectors = vectors
 
     def ingest(self) -> IngestSummary:
-        events = list(self.pipeline.run(collect_paths([str(self.docs)]), "default"))
+        events = list(self.pipeline.run(collect_paths([str(self.docs)], EVERYWHERE), "default"))
         summary = events[-1]
         assert isinstance(summary, IngestSummary) and not summary.failures, summary
         return summary

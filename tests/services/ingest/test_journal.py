@@ -34,7 +34,7 @@ def pipeline(tmp_path: Path, embedder: Any, lexical: LexicalStore | None = None)
 
 
 def ingest(p: IngestPipeline, text: str) -> IngestSummary:
-    events = list(p.run(upload_items([("okapi.md", text.encode())]), "default"))
+    events = list(p.run(upload_items("default", [("okapi.md", text.encode())]), "default"))
     summary = events[-1]
     assert isinstance(summary, IngestSummary)
     return summary
@@ -96,7 +96,7 @@ def test_a_crash_between_the_commits_is_finished_at_the_next_start(
 
     again = pipeline(tmp_path, embedder)  # the next start
     lance, lexical, catalog = state(tmp_path, embedder)
-    assert lance == lexical and catalog == ["okapi.md"]  # the stores agree again
+    assert lance == lexical and catalog == ["upload://default/okapi.md"]  # the stores agree again
     if where == "before tantivy commits":
         assert (lance, lexical) == old[:2]  # rolled back: the last committed version
         assert ingest(again, NEW).indexed == 1  # and the next run redoes it

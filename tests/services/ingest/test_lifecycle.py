@@ -16,6 +16,7 @@ import pytest
 
 from ragstack.domain import IngestSummary, SearchFilter, SearchMode
 from ragstack.errors import AlreadyExists, InvalidArgument, NotFound
+from ragstack.guard.paths import PathGuard
 from ragstack.stores.catalog import Catalog
 from ragstack.stores.graph import GraphStore
 from ragstack.stores.lexical import LexicalStore
@@ -31,6 +32,8 @@ from tests.conftest import SAMPLES
 FILES = ["bm25.md", "chunking.md", "dense-retrieval.md", "hybrid-search.md", "reranking.md"]
 ONLY_BM25 = "Okapi"  # of these files, only bm25.md names it
 ABOUT_BM25 = "the Okapi information retrieval system at City University London"
+
+EVERYWHERE = PathGuard([Path("/")])  # these tests read their own temp folders
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +54,7 @@ class Stores:
     searcher: Searcher  # a reader, as the retrieve service opens the same data dir
 
     def ingest(self) -> IngestSummary:
-        events = list(self.pipeline.run(collect_paths([str(self.docs)]), "default"))
+        events = list(self.pipeline.run(collect_paths([str(self.docs)], EVERYWHERE), "default"))
         summary = events[-1]
         assert isinstance(summary, IngestSummary) and summary.failed == 0, summary
         return summary

@@ -10,12 +10,15 @@ import pytest
 
 from ragstack.domain import FileProgress, FileStage, IngestSummary
 from ragstack.errors import DocumentNotFound, InvalidArgument
+from ragstack.guard.paths import PathGuard
 from ragstack.stores.catalog import Catalog
 from ragstack.stores.lexical import LexicalStore
 from ragstack.stores.vectors import VectorStore
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.sources import collect_paths, upload_items
 from tests.conftest import SAMPLES
+
+EVERYWHERE = PathGuard([Path("/")])  # these tests read their own temp folders
 
 
 class Counting:
@@ -54,7 +57,7 @@ def setup(tmp_path: Path, embedder):  # type: ignore[no-untyped-def]
 
 
 def run(pipeline: IngestPipeline, paths: list[Path]) -> tuple[list[FileProgress], IngestSummary]:
-    events = list(pipeline.run(collect_paths([str(p) for p in paths]), "default"))
+    events = list(pipeline.run(collect_paths([str(p) for p in paths], EVERYWHERE), "default"))
     summary = events[-1]
     assert isinstance(summary, IngestSummary)
     return [e for e in events if isinstance(e, FileProgress)], summary
@@ -107,10 +110,12 @@ def test_bad_files_fail_alone(setup, tmp_path: Path) -> None:  # type: ignore[no
 def test_uploads_and_delete_everywhere(setup) -> None:  # type: ignore[no-untyped-def]
     pipeline, _, _, (dense, lexical) = setup
     events = list(
-        pipeline.run(upload_items([("notes.md", b"# Notes\n\nThe zeppelin flies at dawn.\n")]), "team")
+        pipeline.run(
+            upload_items("team", [("notes.md", b"# Notes\n\nThe zeppelin flies at dawn.\n")]), "team"
+        )
     )
     doc_id = events[-2].document_id
-    assert pipeline.get_document("team", doc_id).source == "notes.md"
+    assert pipeline.get_document("team", doc_id).source == "upload://team/notes.md"
     assert [d.document_id for d in pipeline.list_documents("team")] == [doc_id]
     assert lexical.search("zeppelin", "team", 5) and not lexical.search("zeppelin", "default", 5)
     assert pipeline.delete_document("team", doc_id) == 1
@@ -126,7 +131,7 @@ def test_empty_request_is_refused(setup) -> None:  # type: ignore[no-untyped-def
     with pytest.raises(InvalidArgument):
         list(pipeline.run([], "default"))
     with pytest.raises(InvalidArgument, match="does not exist"):
-        collect_paths(["/nope/nothing"])
+        collect_paths(["/nope/nothing"], EVERYWHERE)
 
 
 def beir_corpus(path: Path, docs: dict[str, str], extra: str = "") -> Path:
@@ -156,7 +161,7 @@ def test_libraries_are_isolated(setup, tmp_path: Path) -> None:  # type: ignore[
     pipeline, _, _, (dense, lexical) = setup
     corpus = beir_corpus(tmp_path / "corpus.jsonl", {"1": "Quasars emit radio waves."})
     for library in ("a", "b"):
-        list(pipeline.run(collect_paths([str(corpus)]), library))
+        list(pipeline.run(collect_paths([str(corpus)], EVERYWHERE), library))
     assert pipeline.delete_document("a", "1") == 1
     assert not lexical.search("quasars", "a", 5) and lexical.search("quasars", "b", 5)
     assert dense.count("a") == 0 and dense.count("b") == 1
@@ -168,7 +173,7 @@ def test_prune_removes_what_disappeared(setup, tmp_path: Path) -> None:  # type:
     run(pipeline, [docs])
     gone = docs / "bm25.md"
     gone.unlink()
-    events = list(pipeline.run(collect_paths([str(docs)]), "default", [str(docs)]))
+    events = list(pipeline.run(collect_paths([str(docs)], EVERYWHERE), "default", [str(docs)]))
     summary = events[-1]
     assert isinstance(summary, IngestSummary) and summary.removed == 1 and summary.unchanged == 11
     removed = [e for e in events if isinstance(e, FileProgress) and e.stage == FileStage.REMOVED]
@@ -177,10 +182,10 @@ def test_prune_removes_what_disappeared(setup, tmp_path: Path) -> None:  # type:
     assert len(pipeline.list_documents("default")) == 11
     # Without prune nothing is removed; a corpus line that disappears is pruned by its file.
     corpus = beir_corpus(tmp_path / "corpus.jsonl", {"1": "Quasars emit radio waves.", "2": "Pulsars spin."})
-    list(pipeline.run(collect_paths([str(corpus)]), "c"))
+    list(pipeline.run(collect_paths([str(corpus)], EVERYWHERE), "c"))
     beir_corpus(corpus, {"1": "Quasars emit radio waves."})
-    list(pipeline.run(collect_paths([str(corpus)]), "c"))
+    list(pipeline.run(collect_paths([str(corpus)], EVERYWHERE), "c"))
     assert {d.document_id for d in pipeline.list_documents("c")} == {"1", "2"}
-    list(pipeline.run(collect_paths([str(corpus)]), "c", [str(corpus)]))
+    list(pipeline.run(collect_paths([str(corpus)], EVERYWHERE), "c", [str(corpus)]))
     assert {d.document_id for d in pipeline.list_documents("c")} == {"1"}
     assert dense.count("c") == 1

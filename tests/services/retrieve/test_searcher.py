@@ -35,10 +35,10 @@ class ListIndex:
         picked = [CHUNKS[i] for i in self.order if where.accepts(CHUNKS[i])][:k]
         return [(c, 1.0 - 0.1 * r) for r, c in enumerate(picked)]
 
-    def around(self, library, document_id, position, radius):  # type: ignore[no-untyped-def]
+    def around(self, library, document_id, position, radius, acl=None):  # type: ignore[no-untyped-def]
         return [c for c in CHUNKS if c.document_id == document_id and abs(c.position - position) <= radius]
 
-    def chunks_of(self, library, document_id):  # type: ignore[no-untyped-def]
+    def chunks_of(self, library, document_id, acl=None):  # type: ignore[no-untyped-def]
         return [c for c in CHUNKS if c.document_id == document_id]
 
     def search_pages(self, query, library, k, where=None):  # type: ignore[no-untyped-def]
