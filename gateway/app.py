@@ -18,13 +18,21 @@ from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette.sse import EventSourceResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 
-from gateway.guards import ApiKeys, RateLimit, RequestContext, error_body
+from gateway.guards import (
+    Authenticate,
+    EarlyPermission,
+    RateLimit,
+    RequestContext,
+    RequireKey,
+    SameOrigin,
+    TrustedHosts,
+    error_body,
+)
 from gateway.limits import BodyLimit
 from ragstack import convert
 from ragstack.config import GatewayConfig
-from ragstack.domain import SearchMode
+from ragstack.domain import SearchMode, acl_groups
 from ragstack.errors import InvalidArgument, RagstackError, RpcError
 from ragstack.rpc.clients import AgentClient, IngestClient, RetrieveClient
 
@@ -84,9 +92,15 @@ class AttachRequest(BaseModel):
         min_length=1,
         max_length=2000,
         description="sqlite:///abs/path.db, postgresql://role@host:port/db or duckdb:///abs/path.duckdb, "
-        "as the services see it; ${NAME} is read from their environment. Use a role that can only SELECT.",
+        "as the services see it. Files only under sql.allowed_roots, hosts only from sql.allowed_hosts; "
+        "${NAME} only as the password, for variables in sql.secret_env. Use a role that can only SELECT.",
     )
     library: str = Field("", max_length=64, description="The library; empty means the default.")
+    groups: list[str] = Field(
+        default_factory=list,
+        max_length=32,
+        description="ACL groups that may query it; empty: everyone who may use the library.",
+    )
 
 
 class SqlRequest(BaseModel):
@@ -135,7 +149,8 @@ def create_app(upstreams: Upstreams, cfg: GatewayConfig | None = None) -> FastAP
         description="Ask questions over your documents and get cited, verified answers. With "
         "`gateway.api_keys` set, every route but /health/* needs the key in the X-API-Key header.",
     )
-    # Starlette runs the middleware added last first: request context, hosts, CORS, key, rate, size.
+    # Starlette runs the middleware added last first: request context, hosts, origin, CORS, who is
+    # calling, rate, key required, permission, size.
     app.add_middleware(
         BodyLimit,
         max_bytes=int(cfg.max_upload_mb * 1024 * 1024),
@@ -148,8 +163,10 @@ def create_app(upstreams: Upstreams, cfg: GatewayConfig | None = None) -> FastAP
         paths=("/v1/query", "/v1/databases", "/v1/sql"),
         setting="gateway.max_request_kb",
     )
+    app.add_middleware(EarlyPermission)
+    app.add_middleware(RequireKey)
     app.add_middleware(RateLimit, per_minute=cfg.rate_limit_per_minute)
-    app.add_middleware(ApiKeys, keys=cfg.api_keys)
+    app.add_middleware(Authenticate, keys=cfg.api_keys)
     if cfg.cors_origins:
         app.add_middleware(
             CORSMiddleware,
@@ -158,7 +175,8 @@ def create_app(upstreams: Upstreams, cfg: GatewayConfig | None = None) -> FastAP
             allow_headers=["content-type", "x-api-key", "authorization", "x-request-id"],
             expose_headers=["x-request-id"],
         )
-    app.add_middleware(TrustedHostMiddleware, allowed_hosts=cfg.trusted_hosts)
+    app.add_middleware(SameOrigin, allowed=cfg.cors_origins)
+    app.add_middleware(TrustedHosts, hosts=cfg.trusted_hosts)
     app.add_middleware(RequestContext)
 
     @app.exception_handler(RagstackError)
@@ -228,12 +246,16 @@ def create_app(upstreams: Upstreams, cfg: GatewayConfig | None = None) -> FastAP
         urls: Annotated[list[str] | None, Form()] = None,
         library: Annotated[str, Form()] = "",
         enrich: Annotated[bool, Form()] = False,
+        groups: Annotated[list[str] | None, Form()] = None,
     ) -> EventSourceResponse:
         """Ingests uploaded files (multipart field `files`, repeatable) and web pages (field `urls`,
         repeatable: each crawled politely on its own host) into `library`, optionally with contextual
-        enrichment (`enrich`); streams one `file` event per file and stage, then a `summary` event."""
+        enrichment (`enrich`); streams one `file` event per file and stage, then a `summary` event.
+        `groups` (repeatable): the ACL groups that may see the documents; none: everyone who may
+        use the library."""
+        acl = acl_groups(groups or ())  # a 400 now, not an error event once the stream has started
         payload = await _uploads(files, urls)
-        stream = upstreams.ingest.ingest_pb(payload, library, urls or (), enrich)
+        stream = upstreams.ingest.ingest_pb(payload, library, urls or (), enrich, acl)
         return EventSourceResponse(_sse(stream), ping=15)
 
     @app.post("/v1/ingest/jobs", tags=["documents"], status_code=202)
@@ -241,11 +263,16 @@ def create_app(upstreams: Upstreams, cfg: GatewayConfig | None = None) -> FastAP
         files: Annotated[list[UploadFile] | None, File()] = None,
         urls: Annotated[list[str] | None, Form()] = None,
         library: Annotated[str, Form()] = "",
+        groups: Annotated[list[str] | None, Form()] = None,
     ) -> dict[str, Any]:
         """Queues an ingest of uploaded files and web pages (durable: it survives a restart of the
-        ingest service) and returns the job at once; GET /v1/ingest/jobs/{job_id} follows it."""
+        ingest service) and returns the job at once; GET /v1/ingest/jobs/{job_id} follows it.
+        `groups` (repeatable): the documents' ACL groups, as for POST /v1/ingest."""
         payload = await _uploads(files, urls)
-        return asdict(await upstreams.ingest.submit(files=payload, urls=urls or (), library=library))
+        job = await upstreams.ingest.submit(
+            files=payload, urls=urls or (), library=library, groups=groups or ()
+        )
+        return asdict(job)
 
     @app.get("/v1/ingest/jobs", tags=["documents"])
     async def list_ingest_jobs(limit: int = 50) -> dict[str, Any]:
@@ -287,7 +314,7 @@ def create_app(upstreams: Upstreams, cfg: GatewayConfig | None = None) -> FastAP
     @app.post("/v1/databases", tags=["databases"], status_code=201)
     async def attach_database(body: AttachRequest) -> dict[str, Any]:
         """Attaches a database (opened read-only, its schema read first)."""
-        db = await upstreams.ingest.attach_database(body.name, body.url, body.library)
+        db = await upstreams.ingest.attach_database(body.name, body.url, body.library, body.groups)
         return _pb_json(convert.database_to_pb(db))
 
     @app.delete("/v1/databases/{name}", tags=["databases"])

@@ -1,10 +1,10 @@
 """The gateway's guards, as ASGI middleware: request ids and security headers on every response,
-metrics per route, API keys (constant-time), and a per-key rate limit. Every refusal is the same
-structured JSON error as the routes return, with the request id."""
+metrics per route, trusted Host names, same-origin writes, the caller's principal from its API key
+(constant-time), and a rate limit. Every refusal is the same structured JSON error as the routes
+return, with the request id."""
 
 from __future__ import annotations
 
-import hmac
 import json
 import re
 import time
@@ -14,6 +14,20 @@ from typing import Any
 
 from prometheus_client import Counter, Histogram
 
+from ragstack.auth import (
+    ALL,
+    LOCAL,
+    PRINCIPAL,
+    KeyEntry,
+    Principal,
+    Role,
+    key_digest,
+    make_principal,
+    match_key,
+)
+from ragstack.config import ApiKey
+from ragstack.errors import PermissionDenied
+from ragstack.rpc.access import RULES
 from ragstack.telemetry import REQUEST_ID
 
 Scope = dict[str, Any]
@@ -98,60 +112,172 @@ class RequestContext:
             REQUEST_ID.reset(token)
 
 
-def _key(scope: Scope) -> bytes:
+def _key(scope: Scope) -> str:
     headers = dict(scope.get("headers") or [])
     key = headers.get(b"x-api-key", b"")
-    auth = headers.get(b"authorization", b"")
-    if not key and auth[:7].lower() == b"bearer ":
-        key = auth[7:].strip()
-    return key
+    auth_header = headers.get(b"authorization", b"")
+    if not key and auth_header[:7].lower() == b"bearer ":
+        key = auth_header[7:].strip()
+    return key.decode("latin-1")
 
 
-class ApiKeys:
-    """With keys configured, every route but the health probes needs one (X-API-Key, or
-    Authorization: Bearer). Compared in constant time against every key."""
+def key_entries(keys: Sequence[ApiKey | str]) -> list[KeyEntry]:
+    """The configured keys as digests and principals; a plain string is an admin key (key1, ...)."""
+    entries = []
+    for n, key in enumerate(keys, start=1):
+        if isinstance(key, str):
+            entries.append(
+                KeyEntry(key_digest(key).encode(), Principal(f"key{n}", Role.ADMIN, (ALL,), (ALL,)))
+            )
+        else:
+            digest = key.key_sha256 or key_digest(key.key)
+            principal = make_principal(key.name, key.role, key.libraries, key.groups)
+            entries.append(KeyEntry(digest.encode(), principal))
+    return entries
 
-    def __init__(self, app: Any, keys: Sequence[str]) -> None:
+
+def scope_principal(scope: Scope) -> Principal | None:
+    """The principal the Authenticate middleware found for this request (None: no valid key)."""
+    found: Principal | None = scope.get("state", {}).get("principal")
+    return found
+
+
+class Authenticate:
+    """Finds the caller's principal: the API key's (X-API-Key, or Authorization: Bearer), or, with
+    no keys configured, the local admin (the loopback-only default). It refuses nothing itself, so
+    the rate limit after it can count failed attempts by address; RequireKey refuses them."""
+
+    def __init__(self, app: Any, keys: Sequence[ApiKey | str]) -> None:
         self.app = app
-        self.keys = [k.encode() for k in keys]
+        self.entries = key_entries(keys)
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or not self.keys or scope["path"] in OPEN_PATHS:
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        given = _key(scope)
-        matched = False
-        for key in self.keys:  # no early exit: the time taken says nothing about which key
-            matched |= hmac.compare_digest(given, key)
-        if not matched:
-            what = "missing" if not given else "not valid"
-            await send_error(
-                send,
-                401,
-                "UNAUTHENTICATED",
-                f"API key {what}: send it in the X-API-Key header (gateway.api_keys)",
-                [(b"www-authenticate", b'Bearer realm="ragstack"')],
-            )
+        if not self.entries:
+            principal: Principal | None = LOCAL
+        else:
+            given = _key(scope)
+            principal = match_key(given, self.entries) if given else None
+        scope.setdefault("state", {})["principal"] = principal
+        token = PRINCIPAL.set(principal or LOCAL)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            PRINCIPAL.reset(token)
+
+
+class RequireKey:
+    """With keys configured, every route but the health probes needs a valid one; 401 otherwise."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] in OPEN_PATHS or scope_principal(scope) is not None:
+            await self.app(scope, receive, send)
+            return
+        what = "not valid" if _key(scope) else "missing"
+        await send_error(
+            send,
+            401,
+            "UNAUTHENTICATED",
+            f"API key {what}: send it in the X-API-Key header (gateway.api_keys)",
+            [(b"www-authenticate", b'Bearer realm="ragstack"')],
+        )
+
+
+def _host_name(value: str) -> str:
+    """The name in a Host header, without its port; IPv6 literals without brackets."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1 : value.find("]")] if "]" in value else ""
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def _host_allowed(name: str, patterns: Sequence[str]) -> bool:
+    for pattern in patterns:
+        pattern = pattern.strip().lower().strip("[]")
+        if pattern == "*" or name == pattern:
+            return True
+        if pattern.startswith("*.") and name.endswith(pattern[1:]) and len(name) > len(pattern) - 1:
+            return True
+    return False
+
+
+class TrustedHosts:
+    """Only the configured Host names (loopback names by default) are served: a page on another
+    name that resolves to this machine (DNS rebinding) gets 400. Ports are ignored."""
+
+    def __init__(self, app: Any, hosts: Sequence[str]) -> None:
+        self.app = app
+        self.hosts = list(hosts)
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or "*" in self.hosts:
+            await self.app(scope, receive, send)
+            return
+        given = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
+        if not _host_allowed(_host_name(given), self.hosts):
+            await send_error(send, 400, "INVALID_ARGUMENT", "Host header not allowed (gateway.trusted_hosts)")
             return
         await self.app(scope, receive, send)
 
 
+_SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+
+
+class SameOrigin:
+    """A state-changing request (POST, DELETE, ...) sent by a browser from a foreign page gets 403:
+    its Origin must be the gateway itself or one of gateway.cors_origins. Requests without an
+    Origin (curl, scripts, the clients) pass; browsers always send one on cross-origin writes."""
+
+    def __init__(self, app: Any, allowed: Sequence[str]) -> None:
+        self.app = app
+        self.allowed = {o.rstrip("/").lower() for o in allowed}
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] in _SAFE_METHODS:
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        origin = headers.get(b"origin", b"").decode("latin-1").rstrip("/").lower()
+        if origin and origin not in self.allowed and not self._same(origin, scope, headers):
+            await send_error(
+                send,
+                403,
+                "PERMISSION_DENIED",
+                f"cross-origin {scope['method']} from {origin[:100]!r} refused (gateway.cors_origins)",
+            )
+            return
+        await self.app(scope, receive, send)
+
+    @staticmethod
+    def _same(origin: str, scope: Scope, headers: dict[bytes, bytes]) -> bool:
+        host = headers.get(b"host", b"").decode("latin-1").lower()
+        return origin == f"{scope.get('scheme', 'http')}://{host}"
+
+
 class RateLimit:
-    """A token bucket per API key (per client address without one): `per_minute` requests a
-    minute, bursts up to the same number; over it, 429 with Retry-After."""
+    """A token bucket per principal with a valid API key, per client address otherwise (a made-up
+    key buys no fresh bucket): `per_minute` requests a minute, bursts up to the same number; over
+    it, 429 with Retry-After."""
 
     def __init__(self, app: Any, per_minute: int, clock: Any = time.monotonic) -> None:
         self.app = app
         self.per_minute = per_minute
         self.clock = clock
-        self.buckets: dict[bytes, tuple[float, float]] = {}  # who -> (tokens, last refill)
+        self.buckets: dict[str, tuple[float, float]] = {}  # who -> (tokens, last refill)
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or not self.per_minute or scope["path"] in OPEN_PATHS:
             await self.app(scope, receive, send)
             return
         client = scope.get("client") or ("?", 0)
-        who = _key(scope) or str(client[0]).encode()
+        principal = scope_principal(scope)
+        keyed = principal is not None and principal is not LOCAL
+        who = f"key:{principal.name}" if keyed and principal else f"addr:{client[0]}"
         now = self.clock()
         tokens, last = self.buckets.get(who, (float(self.per_minute), now))
         tokens = min(float(self.per_minute), tokens + (now - last) * self.per_minute / 60.0)
@@ -170,4 +296,36 @@ class RateLimit:
         if len(self.buckets) > 10_000:  # forget the idlest callers rather than grow without bound
             for stale in sorted(self.buckets, key=lambda k: self.buckets[k][1])[:5_000]:
                 del self.buckets[stale]
+        await self.app(scope, receive, send)
+
+
+# Routes whose permission is checked before the body is read (an upload is not taken in from a
+# caller who may not ingest). The services check every call again, with the library.
+_EARLY_RULES = (
+    ("POST", "/v1/ingest/jobs", "/ragstack.v1.IngestService/SubmitIngest"),
+    ("POST", "/v1/ingest", "/ragstack.v1.IngestService/Ingest"),
+    ("DELETE", "/v1/documents/", "/ragstack.v1.IngestService/DeleteDocument"),
+    ("POST", "/v1/databases", "/ragstack.v1.IngestService/AttachDatabase"),
+    ("DELETE", "/v1/databases/", "/ragstack.v1.IngestService/DetachDatabase"),
+)
+
+
+class EarlyPermission:
+    """403 with the missing permission named, before a write or admin route reads its body."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        principal = scope_principal(scope) if scope["type"] == "http" else None
+        if principal is not None:
+            for method, path, rpc in _EARLY_RULES:
+                if scope["method"] == method and scope["path"].startswith(path):
+                    rule = RULES[rpc]
+                    try:
+                        principal.require(rule.permission, rule.action)
+                    except PermissionDenied as err:
+                        await send_error(send, 403, "PERMISSION_DENIED", str(err))
+                        return
+                    break
         await self.app(scope, receive, send)

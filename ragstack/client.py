@@ -92,10 +92,14 @@ class Client:
         body = _query(question, library, mode, top_k, session_id, stream=True)
         yield from self._sse("POST", "/v1/query", json=body)
 
-    def ingest(self, paths: Sequence[str | Path], library: str = "") -> Iterator[Event]:
-        """Uploads files; yields their progress events, then the summary."""
+    def ingest(
+        self, paths: Sequence[str | Path], library: str = "", groups: Sequence[str] = ()
+    ) -> Iterator[Event]:
+        """Uploads files; yields their progress events, then the summary. `groups`: the ACL groups
+        that may see the documents (empty: everyone who may use the library)."""
         files = [("files", (Path(p).name, Path(p).read_bytes())) for p in paths]
-        yield from self._sse("POST", "/v1/ingest", files=files, data={"library": library})
+        data: dict[str, Any] = {"library": library, "groups": list(groups)}
+        yield from self._sse("POST", "/v1/ingest", files=files, data=data)
 
     def documents(self, library: str = "") -> list[dict[str, Any]]:
         docs: list[dict[str, Any]] = self._json("GET", "/v1/documents", params={"library": library})[

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ragstack.errors import ConfigError
 
@@ -252,7 +252,8 @@ class SqlConfig(_Strict):
     )
     allowed_hosts: list[str] = Field(
         default_factory=list,
-        description="PostgreSQL hosts (names or CIDR ranges) that AttachDatabase may name. Empty: none.",
+        description="PostgreSQL hosts (names or CIDR ranges; * is any) that AttachDatabase may name. "
+        "Empty: none.",
     )
     secret_env: list[str] = Field(
         default_factory=list,
@@ -333,6 +334,19 @@ class ApiKey(_Strict):
         if value and len(value) < 16:
             raise ValueError("a key must be at least 16 characters")
         return value
+
+    @field_validator("name")
+    @classmethod
+    def _not_reserved(cls, value: str) -> str:
+        if value == "local":
+            raise ValueError("`local` is reserved for the caller without a key")
+        return value
+
+    @model_validator(mode="after")
+    def _one_secret(self) -> ApiKey:
+        if bool(self.key) == bool(self.key_sha256):
+            raise ValueError("give exactly one of key and key_sha256")
+        return self
 
 
 class GatewayConfig(_Strict):

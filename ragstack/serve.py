@@ -81,6 +81,7 @@ async def start_stack(
                 getattr(cfg.services, name),
                 cfg.services.max_message_mb,
                 cfg.services.token,
+                cfg.library,
             )
             stack.servers[name] = running
             stack.peers[name] = running.address
@@ -97,6 +98,11 @@ async def _start_gateway(stack: Stack) -> None:
 
     from gateway.factory import build
 
+    if stack.cfg.gateway.api_keys and not stack.cfg.services.token:
+        log.warning(
+            "gateway.api_keys is set but services.token is not: any process that reaches the gRPC ports "
+            "acts as the local admin; set services.token (README, Security)"
+        )
     app, close = build(stack.cfg, stack.peers)
     stack._gateway_close = close
     endpoint = stack.cfg.services.gateway

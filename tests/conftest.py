@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,8 @@ def make_config(data_dir: Path, **sections: dict) -> Config:
         "services": {n: {"port": 0} for n in ("ingest", "retrieve", "agent", "verify", "gateway")},
         "llm": {"enabled": False},
         "retrieve": {"page_search": True},  # exercised in the tests; off by default
+        # The tests ingest the checkout's samples, shared/data and their own temp folders by path.
+        "ingest": {"allowed_roots": [str(ROOT), str(SHARED), tempfile.gettempdir()]},
     }
     for key, value in sections.items():
         raw.setdefault(key, {}).update(value)
@@ -87,7 +90,12 @@ async def stack(
     from ragstack.rpc.clients import IngestClient, open_channel
     from ragstack.serve import start_stack
 
-    cfg = make_config(tmp_path_factory.mktemp("stack") / "data")
+    # The tests' web sites and database files are on this machine: allowed as an intranet would be.
+    cfg = make_config(
+        tmp_path_factory.mktemp("stack") / "data",
+        ingest={"fetch_allow": ["127.0.0.1"]},
+        sql={"allowed_roots": [tempfile.gettempdir()]},
+    )
     res = Resources(cfg)
     res.__dict__["embedder"] = resources.embedder  # share the loaded model
     running = await start_stack(cfg, resources=res)

@@ -65,7 +65,7 @@ def bench_ingest(cfg: Config, corpus: Path, on_progress: Callable[[str, int, int
     clock = _StageClock()
     trace.get_tracer_provider().add_span_processor(clock)  # type: ignore[attr-defined]
     with tempfile.TemporaryDirectory() as tmp:
-        local = embedded_config(cfg, Path(tmp) / "data")
+        local = embedded_config(cfg, Path(tmp) / "data", allow_paths=[tmp])
         res = Resources(local)
         res.embedder.embed(["warm-up"])
         copy = Path(tmp) / corpus.name

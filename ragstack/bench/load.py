@@ -39,7 +39,7 @@ async def bench_load(
     first, second = files[: len(files) // 2], files[len(files) // 2 :]
     questions = [f"What does {p.stem.replace('-', ' ').replace('_', ' ')} say?" for p in files]
     with tempfile.TemporaryDirectory(prefix="ragstack-load-") as tmp:
-        local = embedded_config(cfg, Path(tmp) / "data")
+        local = embedded_config(cfg, Path(tmp) / "data", allow_paths=[str(folder)])
         local.services.gateway.port = 0
         stack = await start_stack(local)
         channels = [open_channel(stack.peers[n], token=local.services.token) for n in ("ingest", "retrieve")]

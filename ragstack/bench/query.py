@@ -29,7 +29,9 @@ async def bench_query(
     data = beir.load(folder, split)
     queries = list(data.queries.values())[:limit]
     rows: list[dict[str, Any]] = []
-    async with connect(cfg, needed=("ingest", "retrieve"), start=("retrieve", "ingest")) as session:
+    async with connect(
+        cfg, needed=("ingest", "retrieve"), start=("retrieve", "ingest"), allow_paths=[str(data.corpus)]
+    ) as session:
         summary = await ingest_with_progress(
             cfg, session.channels["ingest"], [str(data.corpus)], data.library, on_progress
         )

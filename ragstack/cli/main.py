@@ -105,6 +105,13 @@ def serve(ctx: click.Context, service: str | None, no_gateway: bool) -> None:
     is_flag=True,
     help="Prepend one LLM sentence to each new chunk that situates it in its document.",
 )
+@click.option(
+    "-g",
+    "--group",
+    "groups",
+    multiple=True,
+    help="ACL group that may see these documents (repeatable); none: everyone who may use the library.",
+)
 @click.pass_context
 def ingest(
     ctx: click.Context,
@@ -113,16 +120,23 @@ def ingest(
     prune: bool,
     urls: tuple[str, ...],
     enrich: bool,
+    groups: tuple[str, ...],
 ) -> None:
     """Ingest files, folders and web pages into a library, with progress and a summary. Unchanged
-    documents are skipped; changed ones are re-indexed."""
+    documents are skipped; changed ones (or ones given other --group) are re-indexed."""
     from ragstack.cli.output import ingest_progress
+    from ragstack.domain import acl_groups
+    from ragstack.errors import InvalidArgument
 
     if not paths and not urls:
         raise click.UsageError("give PATHS or --url")
+    try:
+        acl = acl_groups(groups)
+    except InvalidArgument as err:
+        raise click.BadParameter(str(err), param_hint="--group") from None
     cfg = _config(ctx)
     summary = _run(
-        ingest_progress(cfg, [str(p.resolve()) for p in paths], library, prune, list(urls), enrich)
+        ingest_progress(cfg, [str(p.resolve()) for p in paths], library, prune, list(urls), enrich, acl)
     )
     if summary.failed:
         sys.exit(1 if summary.failed == summary.files else 0)

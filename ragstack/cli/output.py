@@ -27,10 +27,11 @@ async def ingest_progress(
     prune: bool = False,
     urls: Sequence[str] = (),
     enrich: bool = False,
+    groups: Sequence[str] = (),
 ) -> d.IngestSummary:
     console = Console(stderr=True)
     summary = d.IngestSummary()
-    async with connect(cfg, needed=("ingest",), start=("ingest",)) as session:
+    async with connect(cfg, needed=("ingest",), start=("ingest",), allow_paths=paths) as session:
         client = IngestClient(session.channels["ingest"], cfg.deadlines.ingest_s)
         with Progress(
             TextColumn("[bold]ingest"),
@@ -43,7 +44,7 @@ async def ingest_progress(
         ) as bar:
             task = bar.add_task("", total=None)
             async for event in client.ingest(
-                paths=paths, library=library, prune=prune, urls=urls, enrich=enrich
+                paths=paths, library=library, prune=prune, urls=urls, enrich=enrich, groups=groups
             ):
                 if isinstance(event, d.IngestSummary):
                     summary = event

@@ -12,6 +12,7 @@ import grpc
 
 from ragstack.config import Config
 from ragstack.domain import FileStage, IngestSummary
+from ragstack.guard.paths import default_roots
 from ragstack.rpc.clients import GRPC_SERVICES, check_health, open_channel
 
 
@@ -29,20 +30,34 @@ async def _serving(address: str, service: str) -> bool:
         await channel.close()
 
 
-def embedded_config(cfg: Config, data_dir: Path | None = None) -> Config:
-    """`cfg` for services started inside a command: free loopback ports, optionally other stores."""
+def embedded_config(cfg: Config, data_dir: Path | None = None, allow_paths: Sequence[str] = ()) -> Config:
+    """`cfg` for services started inside a command: free loopback ports, optionally other stores;
+    the ingest service may read the paths the command's user named (`allow_paths`) besides its
+    configured roots."""
     local = cfg.model_copy(deep=True)
     for name in GRPC_SERVICES:
         getattr(local.services, name).port = 0
     if data_dir is not None:
         local.data_dir = data_dir
+    if allow_paths:
+        roots = local.ingest.allowed_roots
+        base = default_roots(local.data_dir) if roots is None else roots
+        local.ingest.allowed_roots = [*base, *(Path(p).expanduser().resolve() for p in allow_paths)]
+    # No API is exposed here: the command's user attaches the database files and servers they can
+    # reach anyway (RAGStack's own data_dir stays refused; `${NAME}` still needs sql.secret_env).
+    # A server started later opens them only if its own sql.allowed_roots / allowed_hosts allow.
+    local.sql.allowed_roots = [*local.sql.allowed_roots, Path("/")]
+    local.sql.allowed_hosts = [*local.sql.allowed_hosts, "*"]
     return local
 
 
 @contextlib.asynccontextmanager
-async def connect(cfg: Config, needed: Sequence[str], start: Sequence[str]) -> AsyncIterator[Session]:
+async def connect(
+    cfg: Config, needed: Sequence[str], start: Sequence[str], allow_paths: Sequence[str] = ()
+) -> AsyncIterator[Session]:
     """Channels to `needed` services. When the first of them is not serving at its configured
-    address, `start` services run embedded on free loopback ports until the block exits."""
+    address, `start` services run embedded on free loopback ports until the block exits, allowed to
+    read `allow_paths` (a running server reads only under its own ingest.allowed_roots)."""
     first = needed[0]
     if await _serving(getattr(cfg.services, first).address, first):
         channels = {
@@ -57,7 +72,7 @@ async def connect(cfg: Config, needed: Sequence[str], start: Sequence[str]) -> A
 
     from ragstack.serve import start_stack
 
-    stack = await start_stack(embedded_config(cfg), services=start, gateway=False)
+    stack = await start_stack(embedded_config(cfg, allow_paths=allow_paths), services=start, gateway=False)
     channels = {n: open_channel(stack.peers[n], token=cfg.services.token) for n in needed}
     try:
         yield Session(channels, embedded=True)

@@ -101,7 +101,10 @@ async def evaluate_injection(
     work = work_dir or cfg.data_dir / "eval-injection"
     rows: list[dict[str, Any]] = []
     async with connect(
-        cfg, needed=("agent", "ingest"), start=("ingest", "retrieve", "verify", "agent")
+        cfg,
+        needed=("agent", "ingest"),
+        start=("ingest", "retrieve", "verify", "agent"),
+        allow_paths=[str(work)],
     ) as session:
         for position in POSITIONS:
             corpus = work / split / position / "corpus.jsonl"

@@ -106,7 +106,10 @@ async def evaluate_qa(
     library = library_for(dataset)
     rows: list[dict[str, Any]] = []
     async with connect(
-        cfg, needed=("agent", "ingest"), start=("ingest", "retrieve", "verify", "agent")
+        cfg,
+        needed=("agent", "ingest"),
+        start=("ingest", "retrieve", "verify", "agent"),
+        allow_paths=[str(folder / "corpus.jsonl")],
     ) as session:
         await ingest_with_progress(
             cfg, session.channels["ingest"], [str(folder / "corpus.jsonl")], library, on_progress

@@ -25,7 +25,9 @@ async def evaluate(
 ) -> dict[str, Any]:
     data = beir.load(folder, split)
     depth = min(100, cfg.retrieve.max_top_k)
-    async with connect(cfg, needed=("ingest", "retrieve"), start=("retrieve", "ingest")) as session:
+    async with connect(
+        cfg, needed=("ingest", "retrieve"), start=("retrieve", "ingest"), allow_paths=[str(data.corpus)]
+    ) as session:
         summary = await ingest_with_progress(
             cfg, session.channels["ingest"], [str(data.corpus)], data.library, on_progress
         )

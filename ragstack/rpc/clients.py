@@ -10,7 +10,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from ragstack import convert
+from ragstack import auth, convert
 from ragstack import domain as d
 from ragstack.config import SERVICE_NAMES
 from ragstack.errors import RpcError
@@ -75,7 +75,7 @@ def open_channel(address: str, max_message_mb: int = 64, token: str = "") -> grp
 
 
 class _Metadata:
-    """Adds the token and the current request id to an outgoing call."""
+    """Adds the token, the current request id and the current principal to an outgoing call."""
 
     def __init__(self, token: str) -> None:
         self._token = token
@@ -86,6 +86,8 @@ class _Metadata:
             metadata.add("authorization", f"Bearer {self._token}")
         if request_id := REQUEST_ID.get():
             metadata.add("x-request-id", request_id)
+        if (principal := auth.current()) is not auth.LOCAL:  # the caller's, passed on to every peer
+            metadata.add(auth.HEADER, principal.to_header())
         return grpc.aio.ClientCallDetails(
             details.method, details.timeout, metadata, details.credentials, details.wait_for_ready
         )
@@ -249,6 +251,7 @@ def _ingest_request(
     prune: bool,
     urls: Iterable[str],
     enrich: bool,
+    groups: Iterable[str] = (),
 ) -> ingest_pb2.IngestRequest:
     return ingest_pb2.IngestRequest(
         library=library,
@@ -257,6 +260,7 @@ def _ingest_request(
         urls=list(urls),
         paths=list(paths),
         files=[ingest_pb2.FileUpload(filename=n, content=c) for n, c in files],
+        groups=list(groups),
     )
 
 
@@ -272,9 +276,11 @@ class IngestClient:
         library: str = "",
         urls: Iterable[str] = (),
         enrich: bool = False,
+        groups: Iterable[str] = (),
     ) -> AsyncIterator[ingest_pb2.IngestResponse]:
-        """The raw event stream for uploaded files and web pages (the gateway relays it as JSON)."""
-        req = _ingest_request((), files, library, False, urls, enrich)
+        """The raw event stream for uploaded files and web pages (the gateway relays it as JSON).
+        `groups`: the ACL groups of the documents (empty: public)."""
+        req = _ingest_request((), files, library, False, urls, enrich, groups)
         async for event in _stream(self._stub.Ingest(req, timeout=self._deadline)):
             yield event
 
@@ -286,8 +292,9 @@ class IngestClient:
         prune: bool = False,
         urls: Iterable[str] = (),
         enrich: bool = False,
+        groups: Iterable[str] = (),
     ) -> AsyncIterator[d.FileProgress | d.IngestSummary]:
-        req = _ingest_request(paths, files, library, prune, urls, enrich)
+        req = _ingest_request(paths, files, library, prune, urls, enrich, groups)
         async for event in _stream(self._stub.Ingest(req, timeout=self._deadline)):
             yield convert.ingest_event_from_pb(event)
 
@@ -298,9 +305,10 @@ class IngestClient:
         library: str = "",
         prune: bool = False,
         urls: Iterable[str] = (),
+        groups: Iterable[str] = (),
     ) -> d.IngestJob:
         """Queues an ingest (durable); returns the job at once."""
-        req = _ingest_request(paths, files, library, prune, urls, enrich=False)
+        req = _ingest_request(paths, files, library, prune, urls, enrich=False, groups=groups)
         try:
             resp = await self._stub.SubmitIngest(
                 ingest_pb2.SubmitIngestRequest(request=req), timeout=self._short
@@ -372,8 +380,10 @@ class IngestClient:
             raise _rpc_error(err) from None
         return int(resp.chunks_removed)
 
-    async def attach_database(self, name: str, url: str, library: str = "") -> d.Database:
-        req = ingest_pb2.AttachDatabaseRequest(library=library, name=name, url=url)
+    async def attach_database(
+        self, name: str, url: str, library: str = "", groups: Iterable[str] = ()
+    ) -> d.Database:
+        req = ingest_pb2.AttachDatabaseRequest(library=library, name=name, url=url, groups=list(groups))
         try:
             resp = await self._stub.AttachDatabase(req, timeout=self._short)
         except grpc.aio.AioRpcError as err:

@@ -1,6 +1,7 @@
 """What every call to a service passes through, in one place: the shared token (when configured),
-the request id (from the caller's `x-request-id`, into logs and traces), Prometheus metrics per
-method and status, and domain errors mapped to gRPC status codes."""
+the caller's principal and its permission for the method (rpc/access.py), the request id (from the
+caller's `x-request-id`, into logs and traces), Prometheus metrics per method and status, and
+domain errors mapped to gRPC status codes."""
 
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ from typing import Any
 import grpc
 from prometheus_client import Counter, Histogram
 
+from ragstack import auth
 from ragstack.errors import RagstackError
+from ragstack.redact import redact_text
+from ragstack.rpc.access import OPEN_PREFIXES, authorize
 from ragstack.telemetry import REQUEST_ID
 
 log = logging.getLogger(__name__)
@@ -25,17 +29,15 @@ RPC_SECONDS = Histogram(
     "ragstack_rpc_duration_seconds", "gRPC call duration (streams: until the last message).", ["method"]
 )
 
-# Probes and discovery stay open: load balancers and grpcurl need them without the token.
-_OPEN = ("/grpc.health.v1.Health/", "/grpc.reflection.")
-
 
 def status_for(err: RagstackError) -> grpc.StatusCode:
     return getattr(grpc.StatusCode, err.code, grpc.StatusCode.INTERNAL)
 
 
 class ServiceInterceptor(grpc.aio.ServerInterceptor):
-    def __init__(self, token: str = "") -> None:
+    def __init__(self, token: str = "", default_library: str = "default") -> None:
         self._token = token.encode()
+        self._default_library = default_library
 
     async def intercept_service(
         self,
@@ -45,19 +47,22 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
         handler = await continuation(details)
         if handler is None:
             return handler
-        call = _Call(details.method)
+        call = _Call(details.method, self._default_library)
         metadata = {k: v for k, v in (details.invocation_metadata or ()) if isinstance(v, str)}
         call.request_id = metadata.get("x-request-id", "")[:128]
+        if details.method.startswith(OPEN_PREFIXES):
+            return handler
         given = metadata.get("authorization", "").removeprefix("Bearer ").strip().encode()
-        call.allowed = (
-            not self._token or details.method.startswith(_OPEN) or hmac.compare_digest(given, self._token)
-        )
+        call.allowed = not self._token or hmac.compare_digest(given, self._token)
+        # A principal is believed only from a caller that may act as the local admin anyway: one
+        # holding the token, or anyone when no token is set (the loopback-only default).
+        call.principal_header = metadata.get(auth.HEADER, "")
 
         if handler.unary_unary is not None:
             inner_uu = handler.unary_unary
 
             async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-                await call.enter(context)
+                await call.enter(context, request)
                 try:
                     return await inner_uu(request, context)
                 except BaseException as exc:
@@ -74,7 +79,7 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
             inner_us = handler.unary_stream
 
             async def unary_stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-                await call.enter(context)
+                await call.enter(context, request)
                 try:
                     async for item in inner_us(request, context):
                         yield item
@@ -92,22 +97,37 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
 
 
 class _Call:
-    """One call's guard state: whether it may run, its request id, its clock and its status."""
+    """One call's guard state: whether it may run, as whom, its request id, clock and status."""
 
-    def __init__(self, method: str) -> None:
+    def __init__(self, method: str, default_library: str) -> None:
         self.method = method
+        self.default_library = default_library
         self.allowed = True
+        self.principal_header = ""
         self.request_id = ""
         self.code = "OK"
         self.start = time.perf_counter()
 
-    async def enter(self, context: grpc.aio.ServicerContext) -> None:
-        if not self.allowed:
-            self.code = "UNAUTHENTICATED"
-            RPC_REQUESTS.labels(self.method, self.code).inc()
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong token (services.token)")
+    async def enter(self, context: grpc.aio.ServicerContext, request: Any) -> None:
         REQUEST_ID.set(self.request_id)
+        if not self.allowed:
+            await self._refuse(
+                context, grpc.StatusCode.UNAUTHENTICATED, "missing or wrong token (services.token)"
+            )
+        try:
+            principal = (
+                auth.Principal.from_header(self.principal_header) if self.principal_header else auth.LOCAL
+            )
+            authorize(self.method, request, principal, self.default_library)
+        except RagstackError as err:
+            await self._refuse(context, status_for(err), str(err))
+        auth.PRINCIPAL.set(principal)
         self.start = time.perf_counter()
+
+    async def _refuse(self, context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str) -> None:
+        self.code = code.name
+        RPC_REQUESTS.labels(self.method, self.code).inc()
+        await context.abort(code, message)
 
     async def fail(self, context: grpc.aio.ServicerContext, exc: BaseException) -> None:
         """Re-raises as the right status; never leaks a stack trace to the caller (the log has it)."""
@@ -120,7 +140,7 @@ class _Call:
             raise exc
         if isinstance(exc, RagstackError):
             self.code = status_for(exc).name
-            await context.abort(status_for(exc), str(exc))
+            await context.abort(status_for(exc), redact_text(str(exc)))
         self.code = "INTERNAL"
         log.exception("unhandled error in %s", self.method)
         await context.abort(grpc.StatusCode.INTERNAL, f"internal error in {self.method}; see the service log")

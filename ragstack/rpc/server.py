@@ -42,6 +42,7 @@ async def start_server(
     endpoint: Endpoint,
     max_message_mb: int,
     token: str = "",
+    default_library: str = "default",
 ) -> RunningServer:
     """Binds `endpoint` (port 0 picks one), registers the servicer and starts serving.
 
@@ -52,7 +53,7 @@ async def start_server(
 
     limit = max_message_mb * 1024 * 1024
     server = grpc.aio.server(
-        interceptors=[aio_server_interceptor(), ServiceInterceptor(token)],
+        interceptors=[aio_server_interceptor(), ServiceInterceptor(token, default_library)],
         options=[
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),

@@ -14,16 +14,24 @@ from typing import Any, Protocol
 
 from opentelemetry import trace
 
+from ragstack import auth
 from ragstack import domain as d
 from ragstack.config import GenerationConfig
-from ragstack.errors import InvalidArgument, RagstackError
+from ragstack.errors import InvalidArgument, RagstackError, TraceNotFound
 from ragstack.telemetry import REQUEST_ID, current_trace_id
 from ragstack.traces import TraceStore
 from services.agent import generate, grading
 from services.agent.classify import classify
 from services.agent.llm_steps import llm_grade, llm_standalone
 from services.agent.router import aggregate, route
-from services.agent.sessions import Memory, SessionInfo, SessionStore, check_session_id, standalone
+from services.agent.sessions import (
+    Memory,
+    SessionInfo,
+    SessionStore,
+    check_session_id,
+    session_key,
+    standalone,
+)
 from services.agent.sql_tool import SqlOutcome, query_databases
 
 log = logging.getLogger(__name__)
@@ -116,13 +124,16 @@ class Agent:
             check_session_id(session_id)
             if self._sessions is None:
                 raise InvalidArgument("this agent keeps no sessions")
+        caller = auth.current()
         with tracer.start_as_current_span("agent.ask"):
             record: dict[str, Any] = {
                 # The OpenTelemetry trace id when tracing is set up, so both traces join.
                 "trace_id": current_trace_id() or self._new_trace_id(),
+                "principal": caller.name,  # only it (and admins) may read the trace
                 "question": question,
                 "library": library,
                 "session_id": session_id,
+                "session_key": session_key(caller.name, session_id) if session_id else "",
                 "request_id": REQUEST_ID.get(),  # the gateway's, passed along with the call
                 "started_at": self._now().isoformat(),
             }
@@ -132,7 +143,7 @@ class Agent:
                 async for event in self._answer(question, library, mode, top_k or self._top_k, record):
                     yield event
                     if isinstance(event, d.DoneEvent) and self._sessions is not None:
-                        self._remember(session_id, library, question, record, event)
+                        self._remember(record["session_key"], library, question, record, event)
             finally:
                 record["took_ms"] = round((self._clock() - start) * 1000, 1)
                 self._traces.write(record["trace_id"], record)
@@ -158,8 +169,8 @@ class Agent:
         yield d.StartEvent(trace_id)
 
         asked = question  # the generator sees the question as asked; retrieval the standalone one
-        if record["session_id"] and self._sessions is not None:
-            turns = self._sessions.recent(record["session_id"])
+        if record["session_key"] and self._sessions is not None:
+            turns = self._sessions.recent(record["session_key"])
             question = standalone(asked, turns)
             record["rewrite"] = "heuristic" if question != asked else "none"
             if turns and self._gen.llm_rewrite and await self._llm.available():
@@ -512,7 +523,14 @@ class Agent:
         return generate.extractive_answer(question, candidates, semantic, self._gen.max_answer_sentences)
 
     def sessions(self, limit: int) -> list[SessionInfo]:
-        return self._sessions.list(limit) if self._sessions is not None else []
+        """The caller's sessions (every session for an admin)."""
+        caller = auth.current()
+        owner = None if caller.is_admin else caller.name
+        return self._sessions.list(limit, owner) if self._sessions is not None else []
 
     def trace(self, trace_id: str) -> dict[str, Any]:
-        return self._traces.read(trace_id)
+        """A trace of the caller's own (any trace for an admin); another's reads as unknown."""
+        found = self._traces.read(trace_id)
+        if not auth.current().owns(str(found.get("principal", ""))):
+            raise TraceNotFound(trace_id)
+        return found

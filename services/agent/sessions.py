@@ -11,6 +11,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from ragstack.auth import LOCAL
 from ragstack.errors import InvalidArgument
 from ragstack.text import STOPWORDS
 
@@ -57,6 +58,13 @@ class SessionInfo:
     turns: int
     last_question: str
     updated_at: str
+
+
+def session_key(owner: str, session_id: str) -> str:
+    """Where a principal's session is kept: its id qualified by the owner (`:` is in no session id or
+    principal name), so the same id chosen by two callers is two conversations. The local admin's
+    sessions keep their bare ids (as before principals existed)."""
+    return session_id if owner == LOCAL.name else f"{owner}:{session_id}"
 
 
 def check_session_id(session_id: str) -> str:
@@ -111,15 +119,25 @@ class SessionStore:
             ).fetchall()
         return [Memory(q, a, tuple(json.loads(docs))) for q, a, docs in rows]
 
-    def list(self, limit: int = 50) -> list[SessionInfo]:
+    def list(self, limit: int = 50, owner: str | None = None) -> list[SessionInfo]:
+        """The newest sessions: of `owner` only, with their ids as the owner chose them; of every
+        owner when None, with the owner-qualified ids."""
+        args: tuple[object, ...] = ()
+        if owner is None:
+            where = ""
+        elif owner == LOCAL.name:
+            where = "WHERE instr(t.session_id, ':') = 0"
+        else:
+            where, args = "WHERE substr(t.session_id, 1, ?) = ?", (len(owner) + 1, f"{owner}:")
         with self._lock:
             rows = self._db.execute(
                 "SELECT t.session_id, c.turns, t.question, t.at FROM turns t JOIN "
                 "(SELECT session_id, COUNT(*) AS turns, MAX(n) AS last FROM turns GROUP BY session_id) c "
-                "ON t.session_id = c.session_id AND t.n = c.last ORDER BY t.at DESC LIMIT ?",
-                (limit,),
+                f"ON t.session_id = c.session_id AND t.n = c.last {where} ORDER BY t.at DESC LIMIT ?",
+                (*args, limit),
             ).fetchall()
-        return [SessionInfo(*r) for r in rows]
+        strip = len(owner) + 1 if owner and owner != LOCAL.name else 0
+        return [SessionInfo(sid[strip:], turns, q, at) for sid, turns, q, at in rows]
 
     def close(self) -> None:
         self._db.close()

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 from collections.abc import Mapping
 
+from ragstack.guard.paths import PathGuard, default_roots
 from ragstack.resources import Resources
 from ragstack.service import ServiceSpec
 from ragstack.stores.catalog import Catalog
@@ -72,17 +73,20 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
 
     lifecycle = StoreLifecycle(cfg.data_dir, catalog, vectors, lexical, graph_store)
     lifecycle.resume()  # a restore a crash interrupted is finished before anything else runs
-    databases = DatabaseRegistry(cfg.data_dir / "databases.sqlite", cfg.sql.databases)
+    databases = DatabaseRegistry(cfg.data_dir / "databases.sqlite", cfg.sql.databases, res.database_guard)
 
     jobs = JobStore(cfg.data_dir / "jobs.sqlite")
     servicer = IngestServicer(
         pipeline,
         cfg.library,
-        CrawlLimits(cfg.ingest.crawl_max_pages, cfg.ingest.crawl_max_depth, cfg.ingest.crawl_delay_s),
+        CrawlLimits.from_config(cfg.ingest),
         databases,
         lifecycle=lifecycle,
         retention_days=cfg.ingest.retention_days,
         jobs=jobs,
+        paths=PathGuard(
+            default_roots(cfg.data_dir) if cfg.ingest.allowed_roots is None else cfg.ingest.allowed_roots
+        ),
     )
     worker = asyncio.get_running_loop().create_task(servicer.work(), name="ingest-jobs")
 

@@ -13,10 +13,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ragstack.stores.sqlite import open_sqlite
+from ragstack.stores.sqlite import ensure_column, open_sqlite
 
 QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
-_COLUMNS = "job_id, library, state, submitted_at, updated_at, files_done, summary, error, attempts"
+_COLUMNS = "job_id, library, state, submitted_at, updated_at, files_done, summary, error, attempts, principal"
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,7 @@ class Job:
     summary: bytes = b""  # a serialized IngestSummary, once done
     error: str = ""
     attempts: int = 0
+    principal: str = ""  # who submitted it: only it (and admins) see the job
 
 
 class JobStore:
@@ -43,15 +44,16 @@ class JobStore:
             " updated_at TEXT NOT NULL, files_done INTEGER NOT NULL DEFAULT 0, summary BLOB,"
             " error TEXT NOT NULL DEFAULT '', attempts INTEGER NOT NULL DEFAULT 0)",
         )
+        ensure_column(self._db, "jobs", "principal", "TEXT NOT NULL DEFAULT ''")
 
-    def submit(self, library: str, request: bytes) -> Job:
+    def submit(self, library: str, request: bytes, principal: str = "") -> Job:
         at = self._now().isoformat()
         job_id = uuid.uuid4().hex
         with self._lock:
             self._db.execute(
-                "INSERT INTO jobs (job_id, library, request, state, submitted_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (job_id, library, request, QUEUED, at, at),
+                "INSERT INTO jobs (job_id, library, request, state, submitted_at, updated_at, principal)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (job_id, library, request, QUEUED, at, at, principal),
             )
         job = self.get(job_id)
         assert job is not None
@@ -104,10 +106,13 @@ class JobStore:
             row = self._db.execute(f"SELECT {_COLUMNS} FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
         return _job(row) if row else None
 
-    def list(self, limit: int = 50) -> list[Job]:
+    def list(self, limit: int = 50, principal: str | None = None) -> list[Job]:
+        """The newest jobs: `principal`'s only, or everyone's when None."""
+        where, args = ("WHERE principal = ?", (principal,)) if principal is not None else ("", ())
         with self._lock:
             rows = self._db.execute(
-                f"SELECT {_COLUMNS} FROM jobs ORDER BY submitted_at DESC, rowid DESC LIMIT ?", (limit,)
+                f"SELECT {_COLUMNS} FROM jobs {where} ORDER BY submitted_at DESC, rowid DESC LIMIT ?",
+                (*args, limit),
             ).fetchall()
         return [_job(r) for r in rows]
 
@@ -116,5 +121,16 @@ class JobStore:
 
 
 def _job(row: tuple[Any, ...]) -> Job:
-    job_id, library, state, submitted, updated, done, summary, error, attempts = row
-    return Job(job_id, library, state, submitted, updated, done, bytes(summary or b""), error or "", attempts)
+    job_id, library, state, submitted, updated, done, summary, error, attempts, principal = row
+    return Job(
+        job_id,
+        library,
+        state,
+        submitted,
+        updated,
+        done,
+        bytes(summary or b""),
+        error or "",
+        attempts,
+        principal,
+    )

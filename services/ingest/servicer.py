@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Generator
-from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
 
-from ragstack import convert
-from ragstack.domain import FileProgress, IngestSummary, library_name
+from ragstack import auth, convert
+from ragstack.domain import FileProgress, IngestSummary, acl_groups, library_name
 from ragstack.errors import InvalidArgument, NotFound, Unavailable
+from ragstack.guard.paths import PathGuard
 from ragstack.stores.databases import DatabaseRegistry
 from ragstack.stores.snapshots import StoreLifecycle, check_name
 from ragstack.v1 import ingest_pb2, ingest_pb2_grpc
@@ -37,8 +37,10 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         lifecycle: StoreLifecycle | None = None,
         retention_days: int = 7,
         jobs: JobStore | None = None,
+        paths: PathGuard | None = None,
     ) -> None:
         self._pipeline = pipeline
+        self._paths = paths or PathGuard(())  # server files readable by path: none unless configured
         self._jobs = jobs
         self._wake = asyncio.Event()
         self._lifecycle = lifecycle
@@ -57,9 +59,10 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
 
     async def _ingest(self, request: ingest_pb2.IngestRequest) -> AsyncIterator[ingest_pb2.IngestResponse]:
         library = library_name(request.library, self._default_library)
+        groups = acl_groups(request.groups)
         items: list[SourceItem | Rejected] = [
-            *collect_paths(request.paths),
-            *upload_items((f.filename, f.content) for f in request.files),
+            *collect_paths(request.paths, self._paths),
+            *upload_items(library, ((f.filename, f.content) for f in request.files)),
         ]
         for url in request.urls:
             pages, skipped = await asyncio.to_thread(crawl, url, self._crawl_limits)
@@ -67,7 +70,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
             items.extend(Rejected(u, why) for u, why in skipped)
         async with self._write_lock:
             roots = resolved(request.paths) if request.prune else []
-            events = self._pipeline.run(items, library, roots, enrich=request.enrich)
+            events = self._pipeline.run(items, library, roots, enrich=request.enrich, groups=groups)
             async for event in _read_ahead(events):
                 if isinstance(event, FileProgress):
                     yield convert.progress_to_pb(event)
@@ -81,12 +84,12 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         library = library_name(wanted.library, self._default_library)
         if not (wanted.paths or wanted.files or wanted.urls):
             raise InvalidArgument("nothing to ingest: give paths, files or urls")
-        missing = await asyncio.to_thread(
-            lambda: [p for p in wanted.paths if not Path(p).expanduser().exists()]
-        )
+        acl_groups(wanted.groups)  # refused now, not when the job runs
+        checked = self._paths.check_all(wanted.paths)  # refused before existence is looked at
+        missing = await asyncio.to_thread(lambda: [str(p) for p in checked if not p.exists()])
         if missing:  # refused now, not when the job runs
             raise InvalidArgument(f"path does not exist: {missing[0]}")
-        job = self._queue().submit(library, wanted.SerializeToString())
+        job = self._queue().submit(library, wanted.SerializeToString(), auth.current().name)
         self._wake.set()
         return ingest_pb2.SubmitIngestResponse(job=_job_pb(job))
 
@@ -94,15 +97,17 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         self, request: ingest_pb2.GetIngestJobRequest, context: grpc.aio.ServicerContext
     ) -> ingest_pb2.GetIngestJobResponse:
         job = self._queue().get(request.job_id)
-        if job is None:
+        if job is None or not auth.current().owns(job.principal):  # another's job reads as unknown
             raise NotFound(f"ingest job {request.job_id!r} not found")
         return ingest_pb2.GetIngestJobResponse(job=_job_pb(job))
 
     async def ListIngestJobs(
         self, request: ingest_pb2.ListIngestJobsRequest, context: grpc.aio.ServicerContext
     ) -> ingest_pb2.ListIngestJobsResponse:
+        caller = auth.current()
+        owner = None if caller.is_admin else caller.name
         return ingest_pb2.ListIngestJobsResponse(
-            jobs=[_job_pb(j) for j in self._queue().list(request.limit or 50)]
+            jobs=[_job_pb(j) for j in self._queue().list(min(request.limit or 50, 500), owner)]
         )
 
     def _queue(self) -> JobStore:
@@ -139,7 +144,9 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
     async def ListDocuments(
         self, request: ingest_pb2.ListDocumentsRequest, context: grpc.aio.ServicerContext
     ) -> ingest_pb2.ListDocumentsResponse:
-        docs = self._pipeline.list_documents(library_name(request.library, self._default_library))
+        docs = self._pipeline.list_documents(
+            library_name(request.library, self._default_library), auth.current().acl
+        )
         return ingest_pb2.ListDocumentsResponse(documents=[convert.document_to_pb(x) for x in docs])
 
     async def ListLibraries(
@@ -147,6 +154,8 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
     ) -> ingest_pb2.ListLibrariesResponse:
         with_docs = {name: (docs, chunks, at) for name, docs, chunks, at in self._pipeline.libraries()}
         attached = self._databases.attached_counts() if self._databases is not None else {}
+        caller = auth.current()  # only the libraries the caller may use
+        names = sorted(n for n in set(with_docs) | set(attached) if caller.may_use(n))
         return ingest_pb2.ListLibrariesResponse(
             libraries=[
                 ingest_pb2.Library(
@@ -156,7 +165,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
                     updated_at=with_docs.get(name, (0, 0, ""))[2],
                     databases=attached.get(name, 0),
                 )
-                for name in sorted(set(with_docs) | set(attached))
+                for name in names
             ]
         )
 
@@ -166,7 +175,9 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         return ingest_pb2.GetDocumentResponse(
             document=convert.document_to_pb(
                 self._pipeline.get_document(
-                    library_name(request.library, self._default_library), request.document_id
+                    library_name(request.library, self._default_library),
+                    request.document_id,
+                    auth.current().acl,
                 )
             )
         )
@@ -179,6 +190,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
                 self._pipeline.delete_document,
                 library_name(request.library, self._default_library),
                 request.document_id,
+                auth.current().acl,  # a document the caller may not see is not found
             )
         return ingest_pb2.DeleteDocumentResponse(chunks_removed=removed)
 
@@ -190,6 +202,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
             library_name(request.library, self._default_library),
             request.name,
             request.url,
+            request.groups,
         )
         return ingest_pb2.AttachDatabaseResponse(database=convert.database_to_pb(db))
 
@@ -287,6 +300,7 @@ def _job_pb(job: Job) -> ingest_pb2.IngestJob:
         summary=ingest_pb2.IngestSummary.FromString(job.summary) if job.summary else None,
         error=job.error,
         attempts=job.attempts,
+        principal=job.principal,
     )
 
 

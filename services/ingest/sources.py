@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePath
 
 from ragstack.errors import InvalidArgument
+from ragstack.guard.paths import SETTING, PathGuard
 
 BEIR = "beir"
 
@@ -54,11 +55,13 @@ def document_id_for(library: str, source: str) -> str:
     return hashlib.sha256(f"{library}\0{source}".encode()).hexdigest()[:20]
 
 
-def collect_paths(paths: Iterable[str]) -> list[SourceItem]:
-    """Files named or found under the folders named (hidden files and folders skipped)."""
-    items: list[SourceItem] = []
-    for raw in paths:
-        path = Path(raw).expanduser()
+def collect_paths(paths: Iterable[str], guard: PathGuard) -> list[SourceItem | Rejected]:
+    """Files named or found under the folders named (hidden files and folders skipped), each under
+    the guard's roots: every path is refused before its existence is looked at, and a file reached
+    through a symlink that leaves the roots is reported as rejected."""
+    items: list[SourceItem | Rejected] = []
+    checked = [(raw, guard.check(raw)) for raw in paths]
+    for raw, path in checked:
         if not path.exists():
             raise InvalidArgument(f"path does not exist: {raw}")
         files = (
@@ -71,6 +74,9 @@ def collect_paths(paths: Iterable[str]) -> list[SourceItem]:
             else [path]
         )
         for f in files:
+            if not guard.allows(f):
+                items.append(Rejected(str(f), f"a link to outside {SETTING}; skipped"))
+                continue
             st = f.stat()
             mtime = datetime.fromtimestamp(st.st_mtime, UTC).isoformat()
             items.append(SourceItem(str(f.resolve()), mtime, f.read_bytes, st.st_size))
@@ -82,8 +88,25 @@ def resolved(paths: Iterable[str]) -> list[str]:
     return [str(Path(p).expanduser().resolve()) for p in paths]
 
 
-def upload_items(files: Iterable[tuple[str, bytes]]) -> list[SourceItem]:
-    return [SourceItem(name, "", functools.partial(bytes, content), len(content)) for name, content in files]
+UPLOAD = "upload://"
+
+
+def upload_source(library: str, filename: str) -> str:
+    """An uploaded file's source, in a namespace of its own (`upload://<library>/<name>`): an upload
+    never takes the source, and so the id, of a document read from a path or a URL. Only the file
+    name's last component is kept, with control characters removed."""
+    name = PurePath(filename.replace("\\", "/")).name
+    name = "".join(ch for ch in name if ch.isprintable()).strip()[:200]
+    if name in ("", ".", ".."):
+        name = "upload"
+    return f"{UPLOAD}{library}/{name}"
+
+
+def upload_items(library: str, files: Iterable[tuple[str, bytes]]) -> list[SourceItem]:
+    return [
+        SourceItem(upload_source(library, name), "", functools.partial(bytes, content), len(content))
+        for name, content in files
+    ]
 
 
 def expand(items: Iterable[SourceItem | Rejected], library: str) -> list[DocItem | Rejected]:

@@ -18,6 +18,7 @@ from ragstack.v1 import (
     retrieve_pb2,
     retrieve_pb2_grpc,
 )
+from tests.conftest import ROOT
 
 SERVICES = {
     "ingest": "ragstack.v1.IngestService",
@@ -153,8 +154,14 @@ async def test_errors_map_to_status_codes(stack) -> None:
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await stub.GetDocument(ingest_pb2.GetDocumentRequest(document_id="nope"), timeout=5)
         assert err.value.code() == grpc.StatusCode.NOT_FOUND
-        with pytest.raises(grpc.aio.AioRpcError) as err:
+        with pytest.raises(grpc.aio.AioRpcError) as err:  # outside ingest.allowed_roots
             async for _ in stub.Ingest(ingest_pb2.IngestRequest(paths=["/does/not/exist"]), timeout=5):
+                pass
+        assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert "ingest.allowed_roots" in (err.value.details() or "")
+        inside = str(ROOT / "does-not-exist")  # under a root: the caller may learn that it is missing
+        with pytest.raises(grpc.aio.AioRpcError) as err:
+            async for _ in stub.Ingest(ingest_pb2.IngestRequest(paths=[inside]), timeout=5):
                 pass
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 

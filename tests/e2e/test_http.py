@@ -97,11 +97,15 @@ async def test_upload_ingest_streams_progress_and_limits(stack) -> None:
         ]
         events = await _sse(client, "/v1/ingest", files=files, data={"library": "uploads"})
         stages = [(e["source"], e["stage"]) for k, e in events if k == "file"]
-        assert ("notes.md", "FILE_STAGE_INDEXED") in stages and ("bad.exe", "FILE_STAGE_FAILED") in stages
+        notes, bad = (
+            "upload://uploads/notes.md",
+            "upload://uploads/bad.exe",
+        )  # uploads: a namespace of their own
+        assert (notes, "FILE_STAGE_INDEXED") in stages and (bad, "FILE_STAGE_FAILED") in stages
         summary = events[-1]
         assert summary[0] == "summary" and summary[1]["indexed"] == 1 and summary[1]["failed"] == 1
         docs = (await client.get("/v1/documents", params={"library": "uploads"})).json()["documents"]
-        assert [d["source"] for d in docs] == ["notes.md"]
+        assert [d["source"] for d in docs] == [notes]
 
         huge = [("files", ("big.txt", b"x" * (101 * 1024 * 1024), "text/plain"))]
         refused = await client.post("/v1/ingest", files=huge)

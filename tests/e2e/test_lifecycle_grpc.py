@@ -64,7 +64,9 @@ async def test_snapshot_restore_vacuum_and_their_errors(stack: Stack) -> None:
         assert "invalid snapshot name" in await _fails("INVALID_ARGUMENT", ingest.create_snapshot(bad))
     assert [s.name for s in await ingest.list_snapshots()] == ["v1"]
 
-    bm25 = next(x.document_id for x in await ingest.list_documents() if x.source == "bm25.md")
+    bm25 = next(
+        x.document_id for x in await ingest.list_documents() if x.source == "upload://default/bm25.md"
+    )
     assert bm25 in await lexical("Okapi")
     await ingest.delete_document(bm25)
     assert await lexical("Okapi") == []

@@ -1,0 +1,75 @@
+"""Who may call what: the permission each RPC needs and where its request names a library.
+
+Checked once per call by the server interceptor, before the servicer runs. A method missing here is
+refused (fail closed), so a new RPC cannot ship without a rule; `tests/kernel/test_access.py`
+checks that every RPC in the protos has one. Ownership (traces, jobs, sessions) and document ACLs
+are finer than a method and are checked by the servicers and inside retrieval.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ragstack.auth import Permission, Principal
+from ragstack.domain import library_name
+from ragstack.errors import PermissionDenied
+
+# Probes and discovery stay open: load balancers and grpcurl need them without the token.
+OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
+
+
+@dataclass(frozen=True)
+class Rule:
+    permission: Permission
+    action: str  # what the caller is doing, for the refusal
+    library: Callable[[Any], str] | None = None  # the library the request names, if any
+
+
+def _library(request: Any) -> str:
+    return str(request.library)
+
+
+def _submitted_library(request: Any) -> str:
+    return str(request.request.library)
+
+
+_R, _W, _A = Permission.READ, Permission.WRITE, Permission.ADMIN
+RULES: dict[str, Rule] = {
+    "/ragstack.v1.AgentService/Ask": Rule(_R, "asking", _library),
+    "/ragstack.v1.AgentService/GetTrace": Rule(_R, "reading a trace"),
+    "/ragstack.v1.AgentService/ListSessions": Rule(_R, "listing sessions"),
+    "/ragstack.v1.IngestService/Ingest": Rule(_W, "ingesting", _library),
+    "/ragstack.v1.IngestService/SubmitIngest": Rule(_W, "queueing an ingest", _submitted_library),
+    "/ragstack.v1.IngestService/GetIngestJob": Rule(_R, "reading an ingest job"),
+    "/ragstack.v1.IngestService/ListIngestJobs": Rule(_R, "listing ingest jobs"),
+    "/ragstack.v1.IngestService/ListDocuments": Rule(_R, "listing documents", _library),
+    "/ragstack.v1.IngestService/GetDocument": Rule(_R, "reading a document", _library),
+    "/ragstack.v1.IngestService/DeleteDocument": Rule(_W, "deleting a document", _library),
+    "/ragstack.v1.IngestService/ListLibraries": Rule(_R, "listing libraries"),
+    "/ragstack.v1.IngestService/AttachDatabase": Rule(_A, "attaching a database", _library),
+    "/ragstack.v1.IngestService/DetachDatabase": Rule(_A, "detaching a database", _library),
+    "/ragstack.v1.IngestService/Stats": Rule(_A, "reading store statistics"),
+    "/ragstack.v1.IngestService/CreateSnapshot": Rule(_A, "taking a snapshot"),
+    "/ragstack.v1.IngestService/ListSnapshots": Rule(_A, "listing snapshots"),
+    "/ragstack.v1.IngestService/RestoreSnapshot": Rule(_A, "restoring a snapshot"),
+    "/ragstack.v1.IngestService/DeleteSnapshot": Rule(_A, "deleting a snapshot"),
+    "/ragstack.v1.IngestService/Vacuum": Rule(_A, "vacuuming the stores"),
+    "/ragstack.v1.RetrieveService/Search": Rule(_R, "searching", _library),
+    "/ragstack.v1.RetrieveService/Score": Rule(_R, "scoring texts"),
+    "/ragstack.v1.RetrieveService/ListDatabases": Rule(_R, "listing databases", _library),
+    "/ragstack.v1.RetrieveService/Sql": Rule(_R, "running SQL", _library),
+    "/ragstack.v1.VerifyService/Verify": Rule(_R, "verifying an answer"),
+}
+
+
+def authorize(method: str, request: Any, principal: Principal, default_library: str) -> None:
+    """Raises PermissionDenied (naming the permission or library) unless `principal` may make
+    this call; InvalidArgument for a malformed library name."""
+    rule = RULES.get(method)
+    if rule is None:
+        raise PermissionDenied(f"{method} has no access rule; refused")
+    principal.require(rule.permission, rule.action)
+    if rule.library is not None:
+        principal.require_library(library_name(rule.library(request), default_library))
