@@ -20,8 +20,10 @@ _SECRET_NAME = re.compile(
 )
 # userinfo in any URL-looking text: scheme://user:password@host
 _USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^\s/@:]*)(:(?P<pw>[^\s/@]*))?@")
-# key=value pairs (query strings and libpq DSNs) whose key names a secret
-_PAIR = re.compile(r"(?P<key>[A-Za-z0-9_.-]+)=(?P<value>'[^']*'|\"[^\"]*\"|[^\s&;,'\"]*)")
+# key=value pairs (query strings and libpq DSNs, which allow spaces around `=` and `\'` in quotes)
+_PAIR = re.compile(
+    r"(?P<key>[A-Za-z0-9_.-]+)\s*=\s*(?P<value>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^\s&;,'\"]*)"
+)
 
 
 def is_secret_name(name: str) -> bool:
@@ -33,6 +35,8 @@ def redact_url(url: str) -> str:
     try:
         parts = urlsplit(url)
         netloc = parts.netloc
+        if "@" not in netloc and not any(is_secret_name(k) for k, _ in parse_qsl(parts.query)):
+            return url  # nothing to mask (rebuilding would drop the `//` of `sqlite:///path`)
         if "@" in netloc:
             userinfo, host = netloc.rsplit("@", 1)
             user = userinfo.split(":", 1)[0]
@@ -68,7 +72,11 @@ def redact_text(text: str) -> str:
         return f"{m.group('scheme')}{m.group('user')}:{MASK}@"
 
     def pair(m: re.Match[str]) -> str:
-        return f"{m.group('key')}={MASK}" if is_secret_name(m.group("key")) else m.group(0)
+        if is_secret_name(m.group("key")):
+            return f"{m.group('key')}={MASK}"
+        value = m.group("value")  # may hold pairs of its own: `url=https://h/p?token=...`
+        inner = _PAIR.sub(pair, value) if "=" in value else value
+        return m.group(0)[: m.start("value") - m.start()] + inner
 
     return _PAIR.sub(pair, _USERINFO.sub(userinfo, text))
 

@@ -155,22 +155,23 @@ class DatabaseGuard:
             raise InvalidArgument(
                 f"cannot read a database file at {shown!r}: missing, unreadable or not a file"
             )
-        if (st.st_dev, st.st_ino) in self._private_files():  # a hard link to one of ours
+        if st.st_nlink > 1 and self._is_private_file(st):  # a hard link to one of ours
             raise own
         return real
 
-    def _private_files(self) -> set[tuple[int, int]]:
-        found: set[tuple[int, int]] = set()
+    def _is_private_file(self, st: os.stat_result) -> bool:
+        """Whether the file is one of the data directory's, at any depth (walked only for a file
+        with more than one link, which ordinary database files do not have)."""
         for folder in self._private:
-            try:
-                with os.scandir(folder) as entries:
-                    for e in entries:
-                        if e.is_file(follow_symlinks=False):
-                            st = e.stat(follow_symlinks=False)
-                            found.add((st.st_dev, st.st_ino))
-            except OSError:
-                continue
-        return found
+            for top, _, files in os.walk(folder):
+                for name in files:
+                    try:
+                        other = os.stat(os.path.join(top, name), follow_symlinks=False)
+                    except OSError:
+                        continue
+                    if (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino):
+                        return True
+        return False
 
     # --- PostgreSQL -------------------------------------------------------------------------------
 

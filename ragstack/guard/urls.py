@@ -40,6 +40,7 @@ from ragstack.errors import (
     ResourceExhausted,
     Unavailable,
 )
+from ragstack.guard.deadline import DeadlineTransport
 from ragstack.redact import redact_url, strip_userinfo
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -379,10 +380,9 @@ class Fetcher:
         self._resolver = resolver
         self._clock = clock
         # No proxies from the environment, no cookies, no connection reuse: every request goes to the
-        # address checked for it, over a connection made (and, for https, verified) for its name.
-        self._transport = httpx.HTTPTransport(
-            verify=verify, trust_env=False, limits=httpx.Limits(max_keepalive_connections=0)
-        )
+        # address checked for it, over a connection made (and, for https, verified) for its name;
+        # every socket operation stops at the page's deadline.
+        self._transport = DeadlineTransport(verify, clock)
 
     def close(self) -> None:
         self._transport.close()
@@ -404,15 +404,16 @@ class Fetcher:
         end = self._clock() + self._timeout_s
         if deadline is not None:
             end = min(end, deadline)
+        self._transport.set_deadline(end)
         target = _target(url)
         credentials, origin = target.credentials or auth, target.origin
         via: str | None = None
         for _ in range(self._max_redirects + 1):
             own = credentials if target.origin == origin else None
-            response, timeouts = self._send(target, own, end, via)
+            response = self._send(target, own, end, via)
             location = response.headers.get("location") if response.status_code in _REDIRECTS else None
             if not location:
-                return self._finish(target, response, timeouts, end)
+                return self._finish(target, response, end)
             response.close()
             via = target.url
             try:
@@ -430,7 +431,7 @@ class Fetcher:
 
     def _send(
         self, target: _Target, credentials: tuple[str, str] | None, end: float, via: str | None
-    ) -> tuple[httpx.Response, dict[str, float]]:
+    ) -> httpx.Response:
         if self._clock() >= end:
             raise FetchFailed(target.url)
         try:
@@ -453,7 +454,7 @@ class Fetcher:
             left = end - self._clock()
             if left <= 0:
                 break
-            timeouts = {"connect": left, "read": left, "write": left, "pool": left}
+            timeouts = {"connect": left, "read": left, "write": left, "pool": left}  # the transport: less
             extensions = {"timeout": timeouts, "sni_hostname": target.host}
             request = httpx.Request("GET", target.at(address), headers=headers, extensions=extensions)
             try:
@@ -463,21 +464,17 @@ class Fetcher:
             except (httpx.HTTPError, OSError):
                 break
             response.request = request
-            return response, timeouts
+            return response
         raise FetchFailed(target.url)
 
-    def _finish(
-        self, target: _Target, response: httpx.Response, timeouts: dict[str, float], end: float
-    ) -> Fetched:
+    def _finish(self, target: _Target, response: httpx.Response, end: float) -> Fetched:
         try:
-            content = self._read(target, response, timeouts, end)
+            content = self._read(target, response, end)
         finally:
             response.close()
         return Fetched(strip_userinfo(target.url), response.status_code, response.headers, content)
 
-    def _read(
-        self, target: _Target, response: httpx.Response, timeouts: dict[str, float], end: float
-    ) -> bytes:
+    def _read(self, target: _Target, response: httpx.Response, end: float) -> bytes:
         too_large = FetchTooLarge(
             f"refused: {shown_url(target.url)} is larger than {self._max_bytes} bytes "
             "(ingest.crawl_max_page_mb)"
@@ -492,8 +489,6 @@ class Fetcher:
             raise FetchRefused(
                 f"refused: {shown_url(target.url)} came in an unsupported content encoding ({encoding})"
             ) from None
-        # The body's reads wait at most until the page's deadline (httpcore reads this when the body starts).
-        timeouts["read"] = max(end - self._clock(), 0.001)
         chunks: list[bytes] = []
         size = 0
         try:
