@@ -160,7 +160,9 @@ class Agent:
             )
         if not done.abstained and self._gen.recall_memory:
             documents = list(dict.fromkeys(c.chunk.document_id for c in done.citations if c.sql is None))
-            self._sessions.remember(library, record["standalone_question"], done.answer, documents, at)
+            self._sessions.remember(
+                library, record["standalone_question"], done.answer, documents, at, record["principal"]
+            )
 
     async def _answer(
         self, question: str, library: str, mode: d.SearchMode, top_k: int, record: dict[str, Any]
@@ -477,11 +479,11 @@ class Agent:
         return score, grading.grade(score), "score"
 
     async def _recall(self, question: str, library: str, record: dict[str, Any]) -> Memory | None:
-        """The most similar question answered before in this library (any session), when it is
-        close enough (`generation.recall_threshold`); its documents are then searched too."""
+        """The most similar question the caller had answered before in this library (any session),
+        when it is close enough (`generation.recall_threshold`); its documents are then searched too."""
         if self._sessions is None or not self._gen.recall_memory:
             return None
-        memories = self._sessions.memories(library)
+        memories = self._sessions.memories(library, record["principal"])
         if not memories:
             return None
         try:

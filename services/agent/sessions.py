@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ragstack.auth import LOCAL
 from ragstack.errors import InvalidArgument
+from ragstack.stores.sqlite import ensure_column
 from ragstack.text import STOPWORDS
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
@@ -79,6 +80,9 @@ class SessionStore:
         self._db = sqlite3.connect(path, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(_SCHEMA)
+        # Recall memory is each principal's own: another's questions are never recalled, shown or
+        # traced for a caller (memories from before principals were the local admin's).
+        ensure_column(self._db, "memory", "owner", f"TEXT NOT NULL DEFAULT '{LOCAL.name}'")
         self._lock = threading.Lock()
 
     def recent(self, session_id: str, n: int = 3) -> list[Turn]:
@@ -102,20 +106,23 @@ class SessionStore:
                 (session_id, count + 1, question, standalone, answer, int(abstained), at),
             )
 
-    def remember(self, library: str, question: str, answer: str, documents: list[str], at: str) -> None:
+    def remember(
+        self, library: str, question: str, answer: str, documents: list[str], at: str, owner: str = LOCAL.name
+    ) -> None:
         with self._lock, self._db:
             self._db.execute(
-                "INSERT INTO memory VALUES (?, ?, ?, ?, ?)",
-                (library, question, answer, json.dumps(documents), at),
+                "INSERT INTO memory (library, question, answer, documents, at, owner)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (library, question, answer, json.dumps(documents), at, owner),
             )
 
-    def memories(self, library: str, limit: int = 500) -> list[Memory]:
-        """The library's newest answered questions, newest first."""
+    def memories(self, library: str, owner: str = LOCAL.name, limit: int = 500) -> list[Memory]:
+        """`owner`'s newest answered questions in the library, newest first."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT question, answer, documents FROM memory WHERE library = ? "
+                "SELECT question, answer, documents FROM memory WHERE library = ? AND owner = ? "
                 "ORDER BY at DESC, rowid DESC LIMIT ?",
-                (library, limit),
+                (library, owner, limit),
             ).fetchall()
         return [Memory(q, a, tuple(json.loads(docs))) for q, a, docs in rows]
 

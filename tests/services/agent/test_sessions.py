@@ -49,3 +49,22 @@ def test_store_keeps_turns_in_order_and_lists_sessions(tmp_path: Path) -> None:
     store.close()
     with pytest.raises(InvalidArgument):
         check_session_id("no spaces allowed")
+
+
+def test_recall_memory_is_each_principals_own(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "sessions.sqlite"
+    with sqlite3.connect(path) as old:  # a store from before principals: its memories were the local admin's
+        old.execute(
+            "CREATE TABLE memory (library TEXT NOT NULL, question TEXT NOT NULL, answer TEXT NOT NULL,"
+            " documents TEXT NOT NULL, at TEXT NOT NULL)"
+        )
+        old.execute("INSERT INTO memory VALUES ('lib', 'old q', 'old a', '[\"d0\"]', '2026-11-01')")
+    store = SessionStore(path)
+    store.remember("lib", "What is the salary band of grade 7?", "...", ["hr-doc"], "2026-11-30", "ann")
+    store.remember("lib", "How are okapis fed?", "...", ["zoo"], "2026-11-30", "bob")
+    assert [m.question for m in store.memories("lib", "ann")] == ["What is the salary band of grade 7?"]
+    assert [m.documents for m in store.memories("lib", "bob")] == [("zoo",)]
+    assert [m.question for m in store.memories("lib")] == ["old q"]  # the local admin's
+    assert store.memories("other", "ann") == []
