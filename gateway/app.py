@@ -30,10 +30,11 @@ from gateway.guards import (
     error_body,
 )
 from gateway.limits import BodyLimit
-from ragstack import convert
+from ragstack import auth, convert
 from ragstack.config import GatewayConfig
 from ragstack.domain import SearchMode, acl_groups
 from ragstack.errors import InvalidArgument, RagstackError, RpcError
+from ragstack.rpc.access import permit
 from ragstack.rpc.clients import AgentClient, IngestClient, RetrieveClient
 
 tracer = trace.get_tracer("ragstack.gateway")
@@ -141,8 +142,17 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse(error_body(code, message), status_code=status)
 
 
-def create_app(upstreams: Upstreams, cfg: GatewayConfig | None = None) -> FastAPI:
+def create_app(
+    upstreams: Upstreams, cfg: GatewayConfig | None = None, default_library: str = "default"
+) -> FastAPI:
+    """`default_library`: the library a request without one means (the services' `library`)."""
     cfg = cfg or GatewayConfig()
+
+    def allowed(method: str, library: str) -> None:
+        """A streamed call's permission and library scope, checked before its stream starts (the
+        service checks again): a refusal is a 403, not an error event after a 200."""
+        permit(f"/ragstack.v1.{method}", library, auth.current(), default_library)
+
     app = FastAPI(
         title="RAGStack gateway",
         version="0.1.0",
@@ -223,6 +233,7 @@ def create_app(upstreams: Upstreams, cfg: GatewayConfig | None = None) -> FastAP
             and "text/event-stream" not in request.headers.get("accept", "")
         )
         mode = SearchMode(body.mode)
+        allowed("AgentService/Ask", body.library)
 
         async def events() -> AsyncIterator[Any]:
             with tracer.start_as_current_span("POST /v1/query"):
@@ -253,6 +264,7 @@ def create_app(upstreams: Upstreams, cfg: GatewayConfig | None = None) -> FastAP
         enrichment (`enrich`); streams one `file` event per file and stage, then a `summary` event.
         `groups` (repeatable): the ACL groups that may see the documents; none: everyone who may
         use the library."""
+        allowed("IngestService/Ingest", library)
         acl = acl_groups(groups or ())  # a 400 now, not an error event once the stream has started
         payload = await _uploads(files, urls)
         stream = upstreams.ingest.ingest_pb(payload, library, urls or (), enrich, acl)

@@ -41,4 +41,4 @@ def build(cfg: Config, peers: Mapping[str, str]) -> tuple[FastAPI, Callable[[], 
         for channel in channels.values():
             await channel.close()
 
-    return create_app(upstreams, cfg.gateway), close
+    return create_app(upstreams, cfg.gateway, cfg.library), close

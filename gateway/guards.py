@@ -208,14 +208,16 @@ def _host_allowed(name: str, patterns: Sequence[str]) -> bool:
 
 class TrustedHosts:
     """Only the configured Host names (loopback names by default) are served: a page on another
-    name that resolves to this machine (DNS rebinding) gets 400. Ports are ignored."""
+    name that resolves to this machine (DNS rebinding) gets 400. Ports are ignored; the health
+    probes answer any Host."""
 
     def __init__(self, app: Any, hosts: Sequence[str]) -> None:
         self.app = app
         self.hosts = list(hosts)
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or "*" in self.hosts:
+        # Probes come with the pod's address as Host (kubelet); they read nothing and change nothing.
+        if scope["type"] != "http" or "*" in self.hosts or scope["path"] in OPEN_PATHS:
             await self.app(scope, receive, send)
             return
         given = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")

@@ -68,8 +68,16 @@ def authorize(method: str, request: Any, principal: Principal, default_library: 
     """Raises PermissionDenied (naming the permission or library) unless `principal` may make
     this call; InvalidArgument for a malformed library name."""
     rule = RULES.get(method)
+    library = rule.library(request) if rule is not None and rule.library is not None else None
+    permit(method, library, principal, default_library)
+
+
+def permit(method: str, library: str | None, principal: Principal, default_library: str) -> None:
+    """`authorize` for a call about to be made with `library` (None: the method names none): the
+    gateway checks a streamed call with it, so a refusal is a status, not an event mid-stream."""
+    rule = RULES.get(method)
     if rule is None:
         raise PermissionDenied(f"{method} has no access rule; refused")
     principal.require(rule.permission, rule.action)
-    if rule.library is not None:
-        principal.require_library(library_name(rule.library(request), default_library))
+    if rule.library is not None and library is not None:
+        principal.require_library(library_name(library, default_library))
