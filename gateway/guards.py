@@ -40,7 +40,7 @@ HTTP_SECONDS = Histogram(
 )
 
 OPEN_PATHS = ("/health/live", "/health/ready")  # probes need no key
-_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}\Z")
 _SECURITY_HEADERS = [
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
@@ -112,13 +112,16 @@ class RequestContext:
             REQUEST_ID.reset(token)
 
 
-def _key(scope: Scope) -> str:
-    headers = dict(scope.get("headers") or [])
-    key = headers.get(b"x-api-key", b"")
-    auth_header = headers.get(b"authorization", b"")
-    if not key and auth_header[:7].lower() == b"bearer ":
-        key = auth_header[7:].strip()
-    return key.decode("latin-1")
+def _credentials(scope: Scope) -> list[str]:
+    """Every key the request sends: each X-API-Key header and each `Authorization: Bearer`. More
+    than one names nobody (which one counted would depend on how proxies order headers)."""
+    found = []
+    for name, value in scope.get("headers") or ():
+        if name == b"x-api-key":
+            found.append(value.decode("latin-1"))
+        elif name == b"authorization" and value[:7].lower() == b"bearer ":
+            found.append(value[7:].strip().decode("latin-1"))
+    return found
 
 
 def key_entries(keys: Sequence[ApiKey | str]) -> list[KeyEntry]:
@@ -158,8 +161,8 @@ class Authenticate:
         if not self.entries:
             principal: Principal | None = LOCAL
         else:
-            given = _key(scope)
-            principal = match_key(given, self.entries) if given else None
+            given = _credentials(scope)
+            principal = match_key(given[0], self.entries) if len(given) == 1 and given[0] else None
         scope.setdefault("state", {})["principal"] = principal
         token = PRINCIPAL.set(principal or LOCAL)
         try:
@@ -178,12 +181,13 @@ class RequireKey:
         if scope["type"] != "http" or scope["path"] in OPEN_PATHS or scope_principal(scope) is not None:
             await self.app(scope, receive, send)
             return
-        what = "not valid" if _key(scope) else "missing"
+        given = _credentials(scope)
+        what = "missing" if not any(given) else "sent more than once" if len(given) > 1 else "not valid"
         await send_error(
             send,
             401,
             "UNAUTHENTICATED",
-            f"API key {what}: send it in the X-API-Key header (gateway.api_keys)",
+            f"API key {what}: send one in the X-API-Key header (gateway.api_keys)",
             [(b"www-authenticate", b'Bearer realm="ragstack"')],
         )
 

@@ -22,7 +22,7 @@ from ragstack.errors import InvalidArgument, PermissionDenied
 
 HEADER = "x-ragstack-principal"
 ALL = "*"
-_NAME = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
+_NAME = re.compile(r"^[A-Za-z0-9_.@-]{1,64}\Z")
 
 
 class Permission(enum.StrEnum):

@@ -365,13 +365,18 @@ class GatewayConfig(_Strict):
         0, ge=0, description="Requests per minute per API key (per client address without keys); 0: no limit."
     )
     cors_origins: list[str] = Field(default_factory=list, description="Origins allowed by CORS; empty: none.")
+    trusted_proxies: list[str] = Field(
+        default_factory=list,
+        description="Addresses (or CIDR ranges) of reverse proxies whose X-Forwarded-For gives the "
+        "client's address; empty: none is believed, the peer's address counts.",
+    )
     trusted_hosts: list[str] = Field(
         default_factory=lambda: ["localhost", "127.0.0.1", "::1"],
         description="Host headers accepted (e.g. rag.example.com; *.example.com; * is any). The default, "
         "loopback names, refuses DNS rebinding; set it when the gateway is reached by another name.",
     )
 
-    @field_validator("api_keys", "cors_origins", "trusted_hosts", mode="before")
+    @field_validator("api_keys", "cors_origins", "trusted_hosts", "trusted_proxies", mode="before")
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
         return [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else value

@@ -88,7 +88,7 @@ def heading_key(path: tuple[str, ...] | list[str]) -> str:
 
 
 MAX_GROUPS = 32
-_GROUP = re.compile(r"^[A-Za-z0-9_.@:-]{1,64}$")
+_GROUP = re.compile(r"^[A-Za-z0-9_.@:-]{1,64}\Z")
 
 
 def acl_groups(raw: Iterable[str]) -> tuple[str, ...]:
@@ -384,8 +384,10 @@ _LIBRARY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ
 
 
 def library_name(raw: str, default: str) -> str:
-    """The library a request names (or the default), checked: 1-64 of [A-Za-z0-9_.-]."""
+    """The library a request names (or the default), checked: 1-64 of [A-Za-z0-9_.-], not dots alone."""
     name = raw or default
-    if len(name) > 64 or not set(name) <= _LIBRARY_CHARS:
-        raise InvalidArgument(f"invalid library name {name!r}: use 1-64 of A-Z a-z 0-9 _ . -")
+    if len(name) > 64 or not set(name) <= _LIBRARY_CHARS or set(name) == {"."}:
+        raise InvalidArgument(
+            f"invalid library name {name[:80]!r}: use 1-64 of A-Z a-z 0-9 _ . - (not only dots)"
+        )
     return name

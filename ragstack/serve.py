@@ -115,7 +115,17 @@ async def _start_gateway(stack: Stack) -> None:
             yield
 
     server = GatewayServer(
-        uvicorn.Config(app, host=endpoint.host, port=endpoint.port, log_level="warning", lifespan="off")
+        uvicorn.Config(
+            app,
+            host=endpoint.host,
+            port=endpoint.port,
+            log_level="warning",
+            lifespan="off",
+            # The client address (the rate limit's bucket without a valid key) comes from
+            # X-Forwarded-For only when the peer is one of gateway.trusted_proxies.
+            proxy_headers=bool(stack.cfg.gateway.trusted_proxies),
+            forwarded_allow_ips=list(stack.cfg.gateway.trusted_proxies) or None,
+        )
     )
     stack._gateway = server
     stack._gateway_task = asyncio.create_task(server.serve())

@@ -11,7 +11,7 @@ from typing import Any
 
 from ragstack.errors import InvalidArgument, TraceNotFound
 
-_TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
+_TRACE_ID = re.compile(r"^[0-9a-f]{32}\Z")
 
 
 def check_trace_id(trace_id: str) -> str:

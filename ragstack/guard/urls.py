@@ -185,7 +185,7 @@ def _host_key(host: str) -> str:
     return host.strip().strip("[]").rstrip(".").lower()
 
 
-_HOST_NAME = re.compile(r"^[a-z0-9_]([a-z0-9_.-]*[a-z0-9_])?$")
+_HOST_NAME = re.compile(r"^[a-z0-9_]([a-z0-9_.-]*[a-z0-9_])?\Z")
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from ragstack.redact import redact_text, redact_url
 from ragstack.sql import Source
 from ragstack.stores.sqlite import ensure_column, open_sqlite
 
-_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}\Z")
 
 # Whether a caller may see something with these ACL groups (`Principal.sees`).
 Visible = Callable[[Sequence[str]], bool]

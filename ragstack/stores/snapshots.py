@@ -47,7 +47,7 @@ MANIFEST = "manifest.json"
 _RESTORING = ".restoring.json"  # in the snapshots folder while a restore runs
 _BRANCH = "snapshot-"
 # Git-style ref rules (LanceDB branch names follow them); no dot first also keeps names off `.`/`..`.
-_NAME = re.compile(r"^[A-Za-z0-9_-](?:[A-Za-z0-9_.-]{0,62}[A-Za-z0-9_-])?$")
+_NAME = re.compile(r"^[A-Za-z0-9_-](?:[A-Za-z0-9_.-]{0,62}[A-Za-z0-9_-])?\Z")
 
 
 class SnapshotUnusable(RagstackError):

@@ -16,7 +16,7 @@ from ragstack.errors import InvalidArgument
 from ragstack.stores.sqlite import ensure_column
 from ragstack.text import STOPWORDS
 
-_SESSION_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+_SESSION_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}\Z")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS turns (
   session_id TEXT NOT NULL,

@@ -98,8 +98,10 @@ async def test_cors_and_trusted_hosts(guarded: Stack) -> None:
         assert allowed.headers.get("access-control-allow-origin") == "https://app.example.com"
         other = await client.options("/v1/query", headers={"origin": "https://evil.example", **preflight})
         assert "access-control-allow-origin" not in other.headers
-        wrong_host = await client.get("/health/live", headers={"host": "evil.example"})
-        assert wrong_host.status_code == 400
+        wrong_host = await client.get("/v1/documents", headers={"host": "evil.example", **KEYED})
+        assert wrong_host.status_code == 400 and "gateway.trusted_hosts" in wrong_host.text
+        probe = await client.get("/health/live", headers={"host": "10.1.2.3:8080"})  # kubelet's Host
+        assert probe.status_code == 200
 
 
 async def test_metrics_count_routes_and_rpcs(guarded: Stack) -> None:
