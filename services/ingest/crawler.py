@@ -2,7 +2,8 @@
 between requests, its own user agent, a deadline per page and per crawl. Every request goes through the
 guarded fetcher (ragstack.guard.urls): internal addresses refused unless allowed, redirects checked hop
 by hop, bodies capped while they are read. Pages become source items like files (source = URL without
-its userinfo, revision = ETag or Last-Modified); HTML is reduced to its main content by the HTML reader."""
+its userinfo and with secret parameters masked, revision = ETag or Last-Modified); HTML is reduced to
+its main content by the HTML reader."""
 
 from __future__ import annotations
 
@@ -81,8 +82,8 @@ def crawl(
     clock: Callable[[], float] = time.monotonic,
 ) -> tuple[list[SourceItem], list[tuple[str, str]]]:
     """Pages reachable from `start` on its host, breadth first: (items, [(url, why skipped)]). URLs are
-    recorded without userinfo (a start URL's user and password are sent to its host as basic auth) and
-    shown (skipped) with secret parameters masked too. `fetcher` must use `clock`."""
+    recorded and shown without userinfo (a start URL's user and password are sent to its host as
+    basic auth) and with secret parameters masked. `fetcher` must use `clock`."""
     try:
         origin = urlsplit(start)
     except ValueError:
@@ -133,7 +134,10 @@ def crawl(
             continue
         body = page.content
         revision = page.headers.get("etag") or page.headers.get("last-modified") or ""
-        items.append(SourceItem(url, revision, functools.partial(bytes, body), len(body), kind="html"))
+        # Recorded (source, citations, traces) without secret parameters: fetching again starts
+        # from the URL the ingest is given, never from the stored source.
+        source = shown_url(url)
+        items.append(SourceItem(source, revision, functools.partial(bytes, body), len(body), kind="html"))
         if depth < limits.max_depth:
             for found in links(page.url, page.text):
                 link = strip_userinfo(found)

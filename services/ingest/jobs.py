@@ -45,15 +45,19 @@ class JobStore:
             " error TEXT NOT NULL DEFAULT '', attempts INTEGER NOT NULL DEFAULT 0)",
         )
         ensure_column(self._db, "jobs", "principal", "TEXT NOT NULL DEFAULT ''")
+        # The submitter in full (its role, libraries and ACL groups), so the job runs as it would
+        # have run in the call; empty for jobs from before principals.
+        ensure_column(self._db, "jobs", "caller", "TEXT NOT NULL DEFAULT ''")
 
-    def submit(self, library: str, request: bytes, principal: str = "") -> Job:
+    def submit(self, library: str, request: bytes, principal: str = "", caller: str = "") -> Job:
+        """Queues `request`; `principal` names the submitter, `caller` is what to run the job as."""
         at = self._now().isoformat()
         job_id = uuid.uuid4().hex
         with self._lock:
             self._db.execute(
-                "INSERT INTO jobs (job_id, library, request, state, submitted_at, updated_at, principal)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (job_id, library, request, QUEUED, at, at, principal),
+                "INSERT INTO jobs (job_id, library, request, state, submitted_at, updated_at, principal,"
+                " caller) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (job_id, library, request, QUEUED, at, at, principal, caller),
             )
         job = self.get(job_id)
         assert job is not None
@@ -67,11 +71,12 @@ class JobStore:
                 (QUEUED, self._now().isoformat(), RUNNING),
             ).rowcount
 
-    def claim(self) -> tuple[Job, bytes] | None:
-        """The oldest queued job, now running, with its request."""
+    def claim(self) -> tuple[Job, bytes, str] | None:
+        """The oldest queued job, now running, with its request and the caller to run it as."""
         with self._lock:
             row = self._db.execute(
-                "SELECT job_id, request FROM jobs WHERE state = ? ORDER BY submitted_at, rowid LIMIT 1",
+                "SELECT job_id, request, caller FROM jobs WHERE state = ? ORDER BY submitted_at, rowid"
+                " LIMIT 1",
                 (QUEUED,),
             ).fetchone()
             if row is None:
@@ -83,7 +88,7 @@ class JobStore:
             )
         job = self.get(row[0])
         assert job is not None
-        return job, bytes(row[1])
+        return job, bytes(row[1]), str(row[2] or "")
 
     def progress(self, job_id: str, files_done: int) -> None:
         self._update(job_id, "files_done = ?", files_done)

@@ -41,7 +41,7 @@ from ragstack.domain import (
     acl_allows,
     acl_groups,
 )
-from ragstack.errors import DocumentNotFound, InvalidArgument, RagstackError
+from ragstack.errors import DocumentNotFound, InvalidArgument, PermissionDenied, RagstackError
 from ragstack.knowledge_graph import EntityMention, Relation
 from ragstack.stores.catalog import Catalog
 from ragstack.stores.location import table_names
@@ -138,11 +138,13 @@ class IngestPipeline:
         prune_roots: Sequence[str] = (),
         enrich: bool = False,
         groups: Sequence[str] = (),
+        caller: tuple[str, ...] | None = None,
     ) -> Generator[FileProgress | IngestSummary, None, None]:
         """Yields per-document progress events, then the summary. With `prune_roots`, documents of
         the library whose source lies under one of them but was not seen this time are removed.
         With `enrich`, every new chunk gets the LLM's situating sentence first (when one answers).
-        `groups`: the ACL groups of every document written (empty: public)."""
+        `groups`: the ACL groups of every document written (empty: public). `caller`: the ACL of
+        who ingests (None: sees all); a document it may not see is neither replaced nor pruned."""
         if not items and not prune_roots:
             raise InvalidArgument("nothing to ingest: give paths or files")
         acl = acl_groups(groups)
@@ -160,7 +162,9 @@ class IngestPipeline:
 
         def prepare(entry: tuple[int, DocItem | Rejected]) -> _Prepared | None:
             index, doc = entry
-            return None if isinstance(doc, Rejected) else self._prepare(doc, library, known, index, acl)
+            if isinstance(doc, Rejected):
+                return None
+            return self._prepare(doc, library, known, index, acl, caller)
 
         pending: list[_Prepared] = []
         # Leaving the block stops the parsing ahead and waits for the batch in flight, also when
@@ -203,7 +207,7 @@ class IngestPipeline:
                 log.exception("building the ANN index failed")
         if prune_roots:
             seen = {doc.document_id for doc in docs if isinstance(doc, DocItem)}
-            yield from self._prune(library, prune_roots, seen, summary, len(docs))
+            yield from self._prune(library, prune_roots, seen, summary, len(docs), caller)
         if self._graph is not None:
             self._refresh_graph(library, summary, changed=bool(summary.indexed or summary.removed))
         summary.seconds = self._clock() - start
@@ -221,9 +225,15 @@ class IngestPipeline:
         summary.communities, summary.communities_summarized = counts.communities, counts.summarized
 
     def _prune(
-        self, library: str, roots: Sequence[str], seen: set[str], summary: IngestSummary, total: int
+        self,
+        library: str,
+        roots: Sequence[str],
+        seen: set[str],
+        summary: IngestSummary,
+        total: int,
+        caller: tuple[str, ...] | None,
     ) -> Iterator[FileProgress]:
-        for doc in self._catalog.list(library):
+        for doc in self.list_documents(library, caller):
             gone = doc.document_id not in seen and any(
                 doc.source == r or doc.source.startswith((r.rstrip("/") + "/", r + "#")) for r in roots
             )
@@ -239,7 +249,16 @@ class IngestPipeline:
         known: dict[str, tuple[str, tuple[str, ...]]],
         index: int,
         groups: tuple[str, ...],
+        caller: tuple[str, ...] | None,
     ) -> _Prepared | None:
+        state = known.get(item.document_id)
+        if state is not None and not acl_allows(caller, state[1]):
+            # Said before the file is read or compared, so the answer is the same whatever the
+            # hidden document holds; only that one exists at this source is told.
+            raise PermissionDenied(
+                "a document you may not see (its ACL groups) is already indexed from this source; "
+                "it is replaced only by a caller in one of its groups"
+            )
         if item.size > self._max_bytes:
             raise InvalidArgument(
                 f"file is {item.size / 1e6:.1f} MB, over the limit of {self._max_bytes / 1e6:.1f} MB "
@@ -247,7 +266,7 @@ class IngestPipeline:
             )
         data = item.read()
         fingerprint = hashlib.sha256(data).hexdigest()
-        if known.get(item.document_id) == (fingerprint, groups):
+        if state == (fingerprint, groups):
             return None
         with tracer.start_as_current_span("ingest.parse", attributes={"source": item.source}):
             parsed = readers.parse(item.source, data, item.kind)

@@ -12,6 +12,7 @@ import grpc
 from ragstack import auth, convert
 from ragstack.domain import FileProgress, IngestSummary, acl_groups, library_name
 from ragstack.errors import InvalidArgument, NotFound, Unavailable
+from ragstack.guard.databases import ATTACHED
 from ragstack.guard.paths import PathGuard
 from ragstack.stores.databases import DatabaseRegistry
 from ragstack.stores.snapshots import StoreLifecycle, check_name
@@ -70,7 +71,9 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
             items.extend(Rejected(u, why) for u, why in skipped)
         async with self._write_lock:
             roots = resolved(request.paths) if request.prune else []
-            events = self._pipeline.run(items, library, roots, enrich=request.enrich, groups=groups)
+            events = self._pipeline.run(
+                items, library, roots, enrich=request.enrich, groups=groups, caller=auth.current().acl
+            )
             async for event in _read_ahead(events):
                 if isinstance(event, FileProgress):
                     yield convert.progress_to_pb(event)
@@ -89,7 +92,8 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         missing = await asyncio.to_thread(lambda: [str(p) for p in checked if not p.exists()])
         if missing:  # refused now, not when the job runs
             raise InvalidArgument(f"path does not exist: {missing[0]}")
-        job = self._queue().submit(library, wanted.SerializeToString(), auth.current().name)
+        caller = auth.current()
+        job = self._queue().submit(library, wanted.SerializeToString(), caller.name, caller.to_header())
         self._wake.set()
         return ingest_pb2.SubmitIngestResponse(job=_job_pb(job))
 
@@ -125,9 +129,11 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
                 self._wake.clear()
                 await self._wake.wait()
                 continue
-            job, raw = claimed
+            job, raw, caller = claimed
             request = ingest_pb2.IngestRequest.FromString(raw)
             done = 0
+            # The job runs as its submitter: the same ACL checks as the Ingest call would have made.
+            token = auth.PRINCIPAL.set(auth.Principal.from_header(caller) if caller else auth.LOCAL)
             try:
                 async for event in self._ingest(request):
                     if event.HasField("summary"):
@@ -140,6 +146,8 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
             except Exception as err:  # a batch that cannot run at all; files that fail are in the summary
                 log.warning("ingest job %s failed: %s", job.job_id, err)
                 jobs.fail(job.job_id, f"{type(err).__name__}: {err}")
+            finally:
+                auth.PRINCIPAL.reset(token)
 
     async def ListDocuments(
         self, request: ingest_pb2.ListDocumentsRequest, context: grpc.aio.ServicerContext
@@ -152,22 +160,32 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
     async def ListLibraries(
         self, request: ingest_pb2.ListLibrariesRequest, context: grpc.aio.ServicerContext
     ) -> ingest_pb2.ListLibrariesResponse:
-        with_docs = {name: (docs, chunks, at) for name, docs, chunks, at in self._pipeline.libraries()}
-        attached = self._databases.attached_counts() if self._databases is not None else {}
-        caller = auth.current()  # only the libraries the caller may use
-        names = sorted(n for n in set(with_docs) | set(attached) if caller.may_use(n))
+        caller = auth.current()
+        found = await asyncio.to_thread(self._libraries, caller)
         return ingest_pb2.ListLibrariesResponse(
             libraries=[
-                ingest_pb2.Library(
-                    name=name,
-                    documents=with_docs.get(name, (0, 0, ""))[0],
-                    chunks=with_docs.get(name, (0, 0, ""))[1],
-                    updated_at=with_docs.get(name, (0, 0, ""))[2],
-                    databases=attached.get(name, 0),
-                )
-                for name in names
+                ingest_pb2.Library(name=name, documents=docs, chunks=chunks, updated_at=at, databases=dbs)
+                for name, (docs, chunks, at, dbs) in sorted(found.items())
             ]
         )
+
+    def _libraries(self, caller: auth.Principal) -> dict[str, tuple[int, int, str, int]]:
+        """name -> (documents, chunks, last indexed, attached databases) of the libraries the caller
+        may use, counting only what its ACL groups see (a library of hidden things only is left out)."""
+        with_docs = {name: (docs, chunks, at) for name, docs, chunks, at in self._pipeline.libraries()}
+        attached = self._databases.attached_counts() if self._databases is not None else {}
+        names = [n for n in set(with_docs) | set(attached) if caller.may_use(n)]
+        if caller.acl is None:
+            return {n: (*with_docs.get(n, (0, 0, "")), attached.get(n, 0)) for n in names}
+        out = {}
+        for name in names:
+            docs = self._pipeline.list_documents(name, caller.acl)
+            dbs = self._databases.entries(name, caller.sees) if self._databases is not None else []
+            count = sum(1 for e in dbs if e.origin == ATTACHED)
+            if docs or count:
+                at = max((d.indexed_at for d in docs), default="")
+                out[name] = (len(docs), sum(d.chunk_count for d in docs), at, count)
+        return out
 
     async def GetDocument(
         self, request: ingest_pb2.GetDocumentRequest, context: grpc.aio.ServicerContext
