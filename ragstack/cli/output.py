@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import Any, TypeVar
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
@@ -15,9 +15,29 @@ from rich.table import Table
 from ragstack import domain as d
 from ragstack.cli.session import connect
 from ragstack.config import Config
+from ragstack.errors import RpcError
+from ragstack.guard.paths import SETTING
 from ragstack.rpc.clients import AgentClient, IngestClient
 
+_T = TypeVar("_T")
+
 _DONE_STAGES = {d.FileStage.INDEXED, d.FileStage.UNCHANGED, d.FileStage.FAILED}
+
+
+async def _with_server_hint(events: AsyncIterator[_T], embedded: bool, cfg: Config) -> AsyncIterator[_T]:
+    """The events; a running server's refusal of a path outside its roots says what to do."""
+    try:
+        async for event in events:
+            yield event
+    except RpcError as err:
+        if embedded or err.code != "PERMISSION_DENIED" or SETTING not in err.message:
+            raise
+        raise RpcError(
+            err.code,
+            f"{err.message}. The server running at {cfg.services.ingest.address} reads files only under "
+            f"its {SETTING} (default: <data_dir>/inbox): add the folder there and restart it, copy the "
+            "files into a root, or stop the server to ingest in this process",
+        ) from None
 
 
 async def ingest_progress(
@@ -43,9 +63,10 @@ async def ingest_progress(
             transient=False,
         ) as bar:
             task = bar.add_task("", total=None)
-            async for event in client.ingest(
+            events = client.ingest(
                 paths=paths, library=library, prune=prune, urls=urls, enrich=enrich, groups=groups
-            ):
+            )
+            async for event in _with_server_hint(events, session.embedded, cfg):
                 if isinstance(event, d.IngestSummary):
                     summary = event
                     continue

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -155,14 +156,25 @@ def test_serve_all_then_cli_uses_it_then_sigterm(tmp_path: Path) -> None:
     proc = serve(config)
     try:
         _wait_ready(f"http://127.0.0.1:{ports['gateway']}/health/ready", proc)
-        # The CLI finds the running server and goes through it (the server holds the writer lock).
-        ingest = subprocess.run(
-            [*RAGSTACK, "-c", str(config), "ingest", str(SAMPLES / "bm25.md")],
-            capture_output=True,
-            text=True,
-            env=env(),
-            timeout=120,
-        )
+
+        # The CLI finds the running server and goes through it (the server holds the writer lock),
+        # which reads files only under its ingest.allowed_roots (by default <data_dir>/inbox).
+        def cli_ingest(path: Path) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [*RAGSTACK, "-c", str(config), "ingest", str(path)],
+                capture_output=True,
+                text=True,
+                env=env(),
+                timeout=120,
+            )
+
+        refused = cli_ingest(SAMPLES / "bm25.md")
+        assert refused.returncode == 1 and "PERMISSION_DENIED" in refused.stderr
+        assert f"running at 127.0.0.1:{ports['ingest']}" in refused.stderr and "inbox" in refused.stderr
+        inbox = tmp_path / "data" / "inbox"
+        inbox.mkdir(parents=True, exist_ok=True)
+        shutil.copy(SAMPLES / "bm25.md", inbox)
+        ingest = cli_ingest(inbox / "bm25.md")
         assert ingest.returncode == 0 and "1 indexed" in ingest.stderr and "embedded" not in ingest.stderr
         resp = httpx.post(
             f"http://127.0.0.1:{ports['gateway']}/v1/query",
