@@ -108,6 +108,29 @@ class IngestConfig(_Strict):
     )
     crawl_timeout_s: float = Field(120.0, gt=0, description="Crawler: total time of one start URL's crawl.")
     crawl_max_redirects: int = Field(5, ge=0, le=20, description="Crawler: redirects followed per page.")
+    # Budgets of one document: a file over one fails alone, with the budget named.
+    max_unpacked_mb: float = Field(
+        512.0,
+        gt=0,
+        description="DOCX/PPTX/XLSX/ODF/EPUB: bytes the zip's members unpack to (summed while read).",
+    )
+    max_depth: int = Field(512, ge=16, le=100_000, description="HTML and XML: nesting depth of elements.")
+    max_chars: int = Field(
+        20_000_000, ge=1000, description="Characters of text a document may hold (in XML text or as parsed)."
+    )
+    max_chunks: int = Field(20_000, ge=1, description="Chunks one document may make.")
+    max_pages: int = Field(2_000, ge=1, description="Pages of a PDF.")
+    max_frames: int = Field(200, ge=1, description="Frames of an image (a multi-page TIFF).")
+    max_frame_megapixels: float = Field(100.0, gt=0, description="Pixels of one image frame, in millions.")
+    parse_timeout_s: float = Field(
+        300.0, gt=0, description="Wall time to parse one PDF, Office document, HTML page or image."
+    )
+    parse_memory_mb: int = Field(
+        4096,
+        ge=512,
+        description="Address space of the parser process (PDF, Office, HTML, images): a parser past it "
+        "fails that file and is replaced.",
+    )
     crawl_max_page_mb: float = Field(
         10.0, gt=0, description="Crawler: a page's body is refused once it grows past this (while reading)."
     )

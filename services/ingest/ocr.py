@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ragstack.errors import UnsupportedFormat
+from services.ingest.budgets import Budgets, OverBudget
 
 
 @functools.cache
@@ -31,13 +32,18 @@ def read(image: np.ndarray) -> list[tuple[str, float, float]]:
     return sorted(lines, key=lambda line: line[1])
 
 
-def image_frames(data: bytes) -> Iterator[np.ndarray]:
-    """The frames of an image file as RGB arrays (one for PNG/JPEG, each page of a TIFF)."""
+def image_frames(data: bytes, budgets: Budgets) -> Iterator[np.ndarray]:
+    """The frames of an image file as RGB arrays (one for PNG/JPEG, each page of a TIFF), each
+    checked against the frame and pixel budgets before it is decoded."""
     from PIL import Image, ImageSequence, UnidentifiedImageError
 
     try:
         image = Image.open(io.BytesIO(data))
+        budgets.check_frames(getattr(image, "n_frames", 1))
         for frame in ImageSequence.Iterator(image):
+            budgets.check_frame(*frame.size)
             yield np.asarray(frame.convert("RGB"))
+    except Image.DecompressionBombError as err:  # PIL's own cap, past ours when ours is raised
+        raise OverBudget(f"cannot read image: {err}") from None
     except (UnidentifiedImageError, OSError) as err:
         raise UnsupportedFormat(f"cannot read image: {err}") from None

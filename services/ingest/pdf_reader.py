@@ -20,6 +20,7 @@ from typing import Any
 
 from ragstack.errors import UnsupportedFormat
 from services.ingest import ocr
+from services.ingest.budgets import Budgets
 from services.ingest.chunker import page_marker
 
 HEADING_RATIO = 1.25  # a line this much taller than the body text is a heading
@@ -265,8 +266,22 @@ def _join_lines(parts: list[str]) -> str:
     return text
 
 
-def convert(name: str, data: bytes) -> tuple[str, str]:
+def page_count(data: bytes) -> int:
+    import pypdfium2 as pdfium
+
+    try:
+        pdf = pdfium.PdfDocument(data)
+    except pdfium.PdfiumError as err:
+        raise UnsupportedFormat(f"cannot read PDF: {err}") from None
+    try:
+        return len(pdf)
+    finally:
+        pdf.close()
+
+
+def convert(name: str, data: bytes, budgets: Budgets) -> tuple[str, str]:
     """(markdown with page markers, title: the first heading) of a PDF with a text layer."""
+    budgets.check_pages(page_count(data))  # before the parser reads every page
     found, pages = lines(name, data)
     with_text = {line.page for line in found}
     missing = [p for p in range(1, pages + 1) if p not in with_text]
@@ -279,11 +294,11 @@ def convert(name: str, data: bytes) -> tuple[str, str]:
     return markdown, title
 
 
-def image_markdown(data: bytes) -> str:
+def image_markdown(data: bytes, budgets: Budgets) -> str:
     """An image file's text by OCR, one page per frame."""
     found: list[Line] = []
     frames = 0
-    for frames, image in enumerate(ocr.image_frames(data), start=1):
+    for frames, image in enumerate(ocr.image_frames(data, budgets), start=1):
         height = float(image.shape[0])
         found.extend(
             Line(frames, text, bottom - top, height - top, height - bottom)

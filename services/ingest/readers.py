@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 
 from ragstack.errors import UnsupportedFormat
+from services.ingest.budgets import Budgets
 
 MARKDOWN = {".md", ".markdown", ".mdx"}
 PLAIN = {".txt", ".text", ".log", ".rst"}
@@ -88,9 +89,16 @@ def _title_from_name(name: str) -> str:
     return PurePath(name).stem.replace("-", " ").replace("_", " ").strip() or name
 
 
-def parse(name: str, data: bytes, kind: str = "") -> Parsed:
-    """Parses by `kind` when given, else by extension. Raises UnsupportedFormat for anything else,
-    or for empty content."""
+def parse(name: str, data: bytes, kind: str = "", budgets: Budgets | None = None) -> Parsed:
+    """Parses by `kind` when given, else by extension, within `budgets` (the defaults when None).
+    Raises UnsupportedFormat for anything else, or for empty content; OverBudget naming the budget."""
+    budgets = budgets or Budgets()
+    parsed = _parse(name, data, kind, budgets)
+    budgets.check_chars(len(parsed.markdown))
+    return parsed
+
+
+def _parse(name: str, data: bytes, kind: str, budgets: Budgets) -> Parsed:
     if kind == "beir":
         return _corpus_line(data)
     suffix = ".html" if kind == "html" else PurePath(name).suffix.lower()
@@ -100,15 +108,16 @@ def parse(name: str, data: bytes, kind: str = "") -> Parsed:
         )
     if not data.strip():
         raise UnsupportedFormat("empty file")
+    budgets.check_before_parsing(name, data, kind)
     if suffix == ".pdf":
         from services.ingest.pdf_reader import convert as convert_pdf
 
-        markdown, title = convert_pdf(PurePath(name).name, data)
+        markdown, title = convert_pdf(PurePath(name).name, data, budgets)
         return Parsed(title or _title_from_name(name), "application/pdf", markdown)
     if suffix in IMAGES:
         from services.ingest.pdf_reader import image_markdown
 
-        return Parsed(_title_from_name(name), IMAGES[suffix], image_markdown(data))
+        return Parsed(_title_from_name(name), IMAGES[suffix], image_markdown(data, budgets))
     if suffix in DOCLING:
         from services.ingest.docling_reader import convert
 
@@ -117,6 +126,7 @@ def parse(name: str, data: bytes, kind: str = "") -> Parsed:
             raise UnsupportedFormat("no text found")
         return Parsed(title or _title_from_name(name), DOCLING[suffix], markdown)
     text = _decode(data, name)
+    budgets.check_chars(len(text))  # before any work on it
     if not text.strip():
         raise UnsupportedFormat("empty file")
     if suffix in DELIMITED:
