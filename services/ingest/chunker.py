@@ -162,19 +162,59 @@ def sections(markdown: str, title: str) -> list[Section]:
 
 
 def _split_long(unit: Unit, budget: int, count: Callable[[str], int]) -> list[Unit]:
-    """A prose sentence over the budget is cut between words; code and table rows never are."""
-    if not unit.prose or count(unit.text) <= budget:
+    """A prose sentence over the budget is cut between words; code and table rows never are. A very
+    long one (a run-on line of megabytes) is first cut into windows of about `budget` characters
+    (a third of a budget's tokens, or so), so no long text is ever counted and the time stays in
+    proportion to the length; the packer joins the windows back into chunks."""
+    if not unit.prose:
         return [unit]
-    pieces: list[Unit] = []
-    words: list[str] = []
-    for word in unit.text.split():
-        if words and count(" ".join([*words, word])) > budget:
-            pieces.append(Unit(" ".join(words), prose=True, sep=" ", page=unit.page))
-            words = []
-        words.append(word)
-    if words:
-        pieces.append(Unit(" ".join(words), prose=True, sep=" ", page=unit.page))
-    return pieces
+    text = unit.text
+    if len(text) <= budget * _LONG and count(text) <= budget:
+        return [unit]
+    windows = _windows(text, budget * _WINDOW) if len(text) > budget * _LONG else [text]
+    pieces: list[str] = []
+    for window in windows:
+        pieces.extend([window] if count(window) <= budget else _fitting_runs(window.split(), budget, count))
+    return [Unit(p, prose=True, sep=" ", page=unit.page) for p in pieces]
+
+
+_LONG = 8  # characters per token past which a sentence is cut into windows before it is counted
+_WINDOW = 1  # characters per token of a window (a third of a budget or so: windows pack into chunks)
+
+
+def _windows(text: str, size: int) -> Iterator[str]:
+    """`text` in pieces of about `size` characters, cut at whitespace (a longer word stays whole)."""
+    start = 0
+    while start < len(text):
+        end = start + size
+        if end < len(text):
+            cut = text.rfind(" ", start, end)
+            end = cut if cut > start else (text.find(" ", end) if " " in text[end:] else len(text))
+        piece = " ".join(text[start:end].split())
+        if piece:
+            yield piece
+        start = end + 1
+
+
+def _fitting_runs(words: list[str], budget: int, count: Callable[[str], int]) -> list[str]:
+    """The words in the longest runs that fit the budget, found by doubling then halving (a few
+    counts per run); a single word over the budget is a run of its own."""
+    runs: list[str] = []
+    start = 0
+    while start < len(words):
+        fits, over = 1, 2
+        while start + fits < len(words) and count(" ".join(words[start : start + over])) <= budget:
+            fits, over = over, over * 2
+        over = min(over, len(words) - start + 1)
+        while over - fits > 1:
+            mid = (fits + over) // 2
+            if count(" ".join(words[start : start + mid])) <= budget:
+                fits = mid
+            else:
+                over = mid
+        runs.append(" ".join(words[start : start + fits]))
+        start += fits
+    return runs
 
 
 def chunk_markdown(
@@ -186,7 +226,9 @@ def chunk_markdown(
 ) -> list[TextChunk]:
     """Packs each section's units into chunks of at most `max_tokens` (a single atomic unit may
     exceed it), starting every chunk after the first with the last prose sentences of the one before."""
-    count_tokens = functools.cache(count_tokens)  # a unit is measured when split, packed and overlapped
+    # A unit is measured when split, packed and overlapped: a bounded cache, since the pieces a long
+    # sentence is cut into are measured once each.
+    count_tokens = functools.lru_cache(maxsize=4096)(count_tokens)
     chunks: list[TextChunk] = []
     for section in sections(markdown, title):
         units = [p for u in section.units for p in _split_long(u, max_tokens, count_tokens)]
