@@ -125,6 +125,9 @@ async def _start_gateway(stack: Stack) -> None:
             # X-Forwarded-For only when the peer is one of gateway.trusted_proxies.
             proxy_headers=bool(stack.cfg.gateway.trusted_proxies),
             forwarded_allow_ips=list(stack.cfg.gateway.trusted_proxies) or None,
+            # Open streams (a long ingest's SSE) get the grace, then are cancelled, and with them
+            # the calls to the services behind them.
+            timeout_graceful_shutdown=max(1, round(stack.cfg.services.grace_s)),
         )
     )
     stack._gateway = server

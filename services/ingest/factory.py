@@ -17,12 +17,14 @@ from ragstack.stores.lexical import LexicalStore
 from ragstack.stores.lexical_snapshots import SnapshotPublisher, open_store
 from ragstack.stores.snapshots import StoreLifecycle
 from ragstack.stores.vectors import VectorStore
+from services.ingest.budgets import Budgets
 from services.ingest.crawler import CrawlLimits
 from services.ingest.enrich import Enricher
 from services.ingest.graph_extract import EntityExtractor
 from services.ingest.graph_index import GraphIndex
 from services.ingest.jobs import JobStore
 from services.ingest.llm_extract import LLMExtractor
+from services.ingest.parse_worker import ParseWorker
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.servicer import IngestServicer, register
 
@@ -57,6 +59,8 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
             llm=llm,
         )
     enricher = Enricher(res.llm if cfg.llm.enabled else None, cfg.data_dir / "enrich.sqlite")
+    budgets = Budgets.from_config(cfg.ingest)
+    parser = ParseWorker(budgets)
     pipeline = IngestPipeline(
         catalog=catalog,
         vectors=vectors,
@@ -69,6 +73,8 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         ann_min_rows=cfg.retrieve.ann_min_rows,
         graph=graph,
         enricher=enricher,
+        budgets=budgets,
+        parser=parser,
     )
 
     lifecycle = StoreLifecycle(cfg.data_dir, catalog, vectors, lexical, graph_store)
@@ -95,6 +101,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         with contextlib.suppress(asyncio.CancelledError):
             await worker
         jobs.close()
+        parser.close()
         enricher.close()
         lexical.close()
         catalog.close()

@@ -47,9 +47,11 @@ from ragstack.stores.catalog import Catalog
 from ragstack.stores.location import table_names
 from services.ingest import readers
 from services.ingest.ahead import Ahead
+from services.ingest.budgets import Budgets
 from services.ingest.chunker import chunk_markdown, split_pages
 from services.ingest.enrich import Enricher
 from services.ingest.graph_index import GraphIndex
+from services.ingest.parse_worker import ParseWorker, is_heavy
 from services.ingest.sources import DocItem, Rejected, SourceItem, expand
 
 log = logging.getLogger(__name__)
@@ -114,7 +116,11 @@ class IngestPipeline:
         enricher: Enricher | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         clock: Callable[[], float] = time.monotonic,
+        budgets: Budgets | None = None,
+        parser: ParseWorker | None = None,
     ) -> None:
+        """`budgets`: of one document (services/ingest/budgets.py); `parser`: the worker process
+        that parses the formats whose parsers can run away (in this process when None)."""
         self._catalog = catalog
         self._vectors = vectors
         self._lexical = lexical
@@ -129,6 +135,8 @@ class IngestPipeline:
         self._enriching = False
         self._now = now
         self._clock = clock
+        self._budgets = budgets or Budgets()
+        self._parser = parser
         self.recover()  # a batch a crash interrupted: finished or undone before anything else
 
     def run(
@@ -269,11 +277,15 @@ class IngestPipeline:
         if state == (fingerprint, groups):
             return None
         with tracer.start_as_current_span("ingest.parse", attributes={"source": item.source}):
-            parsed = readers.parse(item.source, data, item.kind)
+            if self._parser is not None and is_heavy(item.source, item.kind):
+                parsed = self._parser.parse(item.source, data, item.kind)
+            else:
+                parsed = readers.parse(item.source, data, item.kind, self._budgets)
         with tracer.start_as_current_span("ingest.chunk"):
             pieces = chunk_markdown(
                 parsed.markdown, parsed.title, self._chunk_tokens, self._overlap, self._embedder.count_tokens
             )
+        self._budgets.check_chunks(len(pieces))
         if not pieces:
             raise InvalidArgument("no text to index")
         chunks = [
@@ -434,6 +446,12 @@ class IngestPipeline:
         except Exception:
             log.exception("entity extraction failed for a batch of %d chunks", len(chunks))
             return [], []
+
+    def interrupt(self) -> None:
+        """Stops a parse in flight in the parser process (that file fails; a fresh process parses
+        the next): a run being abandoned need not wait for it."""
+        if self._parser is not None:
+            self._parser.close()
 
     def libraries(self) -> list[tuple[str, int, int, str]]:
         return self._catalog.libraries()

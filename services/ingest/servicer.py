@@ -74,7 +74,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
             events = self._pipeline.run(
                 items, library, roots, enrich=request.enrich, groups=groups, caller=auth.current().acl
             )
-            async for event in _read_ahead(events):
+            async for event in _read_ahead(events, self._pipeline.interrupt):
                 if isinstance(event, FileProgress):
                     yield convert.progress_to_pb(event)
                 elif isinstance(event, IngestSummary):
@@ -326,17 +326,24 @@ def register(servicer: IngestServicer) -> Callable[[grpc.aio.Server], None]:
     return lambda server: ingest_pb2_grpc.add_IngestServiceServicer_to_server(servicer, server)
 
 
-async def _read_ahead(events: Generator[_T, None, None]) -> AsyncIterator[_T]:
+async def _read_ahead(
+    events: Generator[_T, None, None], interrupt: Callable[[], None] = lambda: None
+) -> AsyncIterator[_T]:
     """The generator's items, run on one worker thread and handed over in bursts: one thread hop
     per burst, not per item (re-ingesting a corpus is thousands of `unchanged` events). When the
-    reader stops early (a cancelled call), the generator is closed on its own thread, which lets
+    reader stops early (a cancelled call: the client went away, or the service is stopping),
+    `interrupt` stops a parse in flight and the generator is closed on its own thread, which lets
     the pipeline finish the batch it is writing; this returns once it has."""
     ahead = Ahead(events, _same, _one, _READ_AHEAD, "ingest-events")
+    finished = False
     try:
         while burst := await asyncio.to_thread(ahead.burst):
             for item, _ in burst:
                 yield item
+        finished = True
     finally:
+        if not finished:
+            interrupt()
         await asyncio.to_thread(ahead.close)
 
 

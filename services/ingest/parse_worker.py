@@ -1,0 +1,176 @@
+"""The parsers that can run away (PDF, Office documents, HTML, images: Docling, pdfium, OCR) run in a
+worker process with an address-space limit (`ingest.parse_memory_mb`) and a deadline
+(`ingest.parse_timeout_s`). A parser past either is killed and reported as that file's failure,
+never the service's; a fresh worker takes the next file. A worker that has grown large after a file
+exits, so its memory goes back to the operating system. Text formats are parsed in the service
+itself: their readers are linear and bounded by `ingest.max_chars`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import multiprocessing
+import os
+import resource
+import threading
+from multiprocessing.connection import Connection
+from pathlib import PurePath
+from typing import Any
+
+from ragstack.errors import RagstackError, UnsupportedFormat
+from services.ingest import readers
+from services.ingest.budgets import Budgets, OverBudget
+
+log = logging.getLogger(__name__)
+
+HEAVY = set(readers.DOCLING) | set(readers.IMAGES) | {".pdf"}
+_START_TIMEOUT_S = 120.0  # a worker's interpreter and parsers loading (not the file's time)
+_RECYCLE_RSS_MB = 1024  # a worker this large after a file exits and is replaced
+
+
+def is_heavy(name: str, kind: str) -> bool:
+    return kind == "html" or (kind != "beir" and PurePath(name).suffix.lower() in HEAVY)
+
+
+class ParseWorker:
+    """One worker process, started when first needed; `parse` blocks its caller (the pipeline's
+    parsing thread) and serves one file at a time."""
+
+    def __init__(self, budgets: Budgets) -> None:
+        self._budgets = budgets
+        self._lock = threading.Lock()
+        self._process: Any = None
+        self._conn: Connection | None = None
+
+    def parse(self, name: str, data: bytes, kind: str = "") -> readers.Parsed:
+        with self._lock:
+            conn = self._ready()
+            conn.send((name, data, kind))
+            timeout = self._budgets.parse_timeout_s
+            try:
+                answered = conn.poll(timeout)
+            except (EOFError, OSError):
+                raise self._died() from None
+            if not answered:
+                self._stop()
+                raise OverBudget(
+                    f"parsing took more than {timeout:g} s, over ingest.parse_timeout_s ({timeout:g})"
+                )
+            try:
+                status, payload = conn.recv()
+            except (EOFError, OSError):
+                raise self._died() from None
+            if status == "exit":  # it answered, then left to give its memory back
+                self._stop()
+                status, payload = payload
+            if status == "ok":
+                assert isinstance(payload, readers.Parsed)
+                return payload
+            assert isinstance(payload, Exception)
+            raise payload
+
+    def close(self) -> None:
+        """Stops the worker; a parse in flight fails at once (the service is stopping)."""
+        process = self._process
+        if process is not None and process.is_alive():
+            process.kill()  # without the lock, which a parse in flight holds: it sees the end and fails
+        with self._lock:
+            self._stop()
+
+    def _ready(self) -> Connection:
+        if self._process is not None and self._process.is_alive() and self._conn is not None:
+            return self._conn
+        self._stop()
+        context = multiprocessing.get_context("spawn")  # a clean interpreter: no threads forked
+        parent, child = context.Pipe()
+        process = context.Process(
+            target=_serve, args=(child, self._budgets), name="ragstack-parse", daemon=True
+        )
+        process.start()
+        child.close()
+        if not parent.poll(_START_TIMEOUT_S) or parent.recv() != "ready":
+            process.kill()
+            raise UnsupportedFormat("the parser process did not start; see the service log")
+        self._process, self._conn = process, parent
+        return parent
+
+    def _died(self) -> RagstackError:
+        process = self._process
+        self._stop()
+        code = process.exitcode if process is not None else None
+        log.warning("the parser process ended with exit code %s", code)
+        return OverBudget(
+            f"the parser stopped (exit code {code}): most likely past ingest.parse_memory_mb "
+            f"({self._budgets.parse_memory_mb})"
+        )
+
+    def _stop(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+        if self._process is not None:
+            if self._process.is_alive():
+                self._process.kill()
+            self._process.join(timeout=10)
+        self._process, self._conn = None, None
+
+
+def _serve(conn: Connection, budgets: Budgets) -> None:
+    """The worker's loop: (name, data, kind) in; ("ok", Parsed) or ("error", exception) out, or
+    ("exit", answer) when it leaves after answering."""
+    limit = budgets.parse_memory_mb * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    _few_malloc_arenas()
+    _preload()
+    conn.send("ready")
+    while True:
+        try:
+            name, data, kind = conn.recv()
+        except (EOFError, OSError):
+            return
+        leave = False
+        try:
+            answer: tuple[str, Any] = ("ok", readers.parse(name, data, kind, budgets))
+        except MemoryError:
+            leave = True
+            answer = (
+                "error",
+                OverBudget(f"parsing needed more than ingest.parse_memory_mb ({budgets.parse_memory_mb})"),
+            )
+        except RagstackError as err:
+            answer = ("error", err)
+        except Exception as err:  # a parser's own bug fails the file, with its type and message
+            answer = ("error", UnsupportedFormat(f"{type(err).__name__}: {err}"[:500]))
+        del data
+        leave = leave or _rss_mb() > _RECYCLE_RSS_MB
+        try:
+            conn.send(("exit", answer) if leave else answer)
+        except Exception:  # an answer that cannot be sent (unpicklable): the file fails
+            conn.send(("error", UnsupportedFormat("the parser's answer could not be returned")))
+        if leave:
+            return
+
+
+def _preload() -> None:
+    """Docling's converters loaded before the first file, so a file's deadline is its own time."""
+    from services.ingest import docling_reader, pdf_reader
+
+    docling_reader._converter()
+    pdf_reader._converter()
+
+
+def _few_malloc_arenas() -> None:
+    """glibc gives each thread a 64 MB arena of address space: with the parsers' threads that alone
+    can reach the limit, so at most two (as MALLOC_ARENA_MAX=2 would, had it been set at start)."""
+    try:
+        ctypes.CDLL("libc.so.6").mallopt(-8, 2)  # M_ARENA_MAX
+    except (OSError, AttributeError):
+        pass
+
+
+def _rss_mb() -> float:
+    try:
+        with open(f"/proc/{os.getpid()}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1024 / 1024
+    except (OSError, ValueError, IndexError):
+        return 0.0
