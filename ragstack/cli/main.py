@@ -409,6 +409,20 @@ def bench_ingest_cmd(ctx: click.Context, corpus: Path) -> None:
     click.echo(json.dumps(report))
 
 
+@bench_group.command(name="hostile")
+@click.option("--case", "only", multiple=True, help="Only the cases whose name holds this (repeatable).")
+@click.pass_context
+def bench_hostile_cmd(ctx: click.Context, only: tuple[str, ...]) -> None:
+    """Hostile and freak files (zip bombs, deep HTML, a 40 MB line, a 5,000-page PDF, a 400 MB body,
+    a drip-fed page...) fed one at a time to fresh stores: seconds until each fails and why, peak
+    memory of the service and of the parser worker, a small ingest and a search beside it."""
+    from ragstack.bench.hostile import bench_hostile
+
+    cfg = _config(ctx)
+    rows = _run(bench_hostile(cfg, list(only), lambda name: click.echo(f"case: {name}", err=True)))
+    click.echo(json.dumps(rows, indent=1))
+
+
 @cli.group(name="graph")
 def graph_group() -> None:
     """Inspect the knowledge graph ingest built (read from <data_dir>)."""
