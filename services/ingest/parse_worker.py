@@ -131,16 +131,17 @@ def _serve(conn: Connection, budgets: Budgets) -> None:
         leave = False
         try:
             answer: tuple[str, Any] = ("ok", readers.parse(name, data, kind, budgets))
-        except MemoryError:
-            leave = True
-            answer = (
-                "error",
-                OverBudget(f"parsing needed more than ingest.parse_memory_mb ({budgets.parse_memory_mb})"),
-            )
-        except RagstackError as err:
-            answer = ("error", err)
-        except Exception as err:  # a parser's own bug fails the file, with its type and message
-            answer = ("error", UnsupportedFormat(f"{type(err).__name__}: {err}"[:500]))
+        except Exception as err:
+            # Refused allocations surface as MemoryError, wrapped in a parser's own errors, or as
+            # odder failures from C code: any failure with the address space near its limit counts.
+            if _out_of_memory(err) or _peak_address_space() >= 0.9 * limit:
+                leave = True
+                message = f"parsing needed more than ingest.parse_memory_mb ({budgets.parse_memory_mb})"
+                answer = ("error", OverBudget(message))
+            elif isinstance(err, RagstackError):
+                answer = ("error", err)
+            else:  # a parser's own bug fails the file, with its type and message
+                answer = ("error", UnsupportedFormat(f"{type(err).__name__}: {err}"[:500]))
         del data
         leave = leave or _rss_mb() > _RECYCLE_RSS_MB
         try:
@@ -149,6 +150,17 @@ def _serve(conn: Connection, budgets: Budgets) -> None:
             conn.send(("error", UnsupportedFormat("the parser's answer could not be returned")))
         if leave:
             return
+
+
+def _out_of_memory(err: BaseException) -> bool:
+    seen: set[int] = set()
+    found: BaseException | None = err
+    while found is not None and id(found) not in seen:
+        if isinstance(found, MemoryError):
+            return True
+        seen.add(id(found))
+        found = found.__cause__ or found.__context__
+    return False
 
 
 def _preload() -> None:
@@ -169,8 +181,19 @@ def _few_malloc_arenas() -> None:
 
 
 def _rss_mb() -> float:
+    return _status_kb("VmRSS") / 1024
+
+
+def _peak_address_space() -> int:
+    return _status_kb("VmPeak") * 1024
+
+
+def _status_kb(field: str) -> int:
     try:
-        with open(f"/proc/{os.getpid()}/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1024 / 1024
+        with open(f"/proc/{os.getpid()}/status") as f:
+            for line in f:
+                if line.startswith(f"{field}:"):
+                    return int(line.split()[1])
     except (OSError, ValueError, IndexError):
-        return 0.0
+        pass
+    return 0
