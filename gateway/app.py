@@ -294,6 +294,12 @@ def create_app(
     async def get_ingest_job(job_id: str) -> dict[str, Any]:
         return asdict(await upstreams.ingest.job(job_id))
 
+    @app.delete("/v1/ingest/jobs/{job_id}", tags=["documents"])
+    async def cancel_ingest_job(job_id: str) -> dict[str, Any]:
+        """Cancels a queued ingest (it never runs) or a running one (it stops within the services'
+        grace, no document half indexed); returns the job as it ended."""
+        return asdict(await upstreams.ingest.cancel_job(job_id))
+
     @app.get("/v1/libraries", tags=["documents"])
     async def list_libraries() -> dict[str, Any]:
         """The libraries holding documents or databases, with their sizes."""

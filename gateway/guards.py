@@ -311,6 +311,7 @@ _EARLY_RULES = (
     ("POST", "/v1/ingest/jobs", "/ragstack.v1.IngestService/SubmitIngest"),
     ("POST", "/v1/ingest", "/ragstack.v1.IngestService/Ingest"),
     ("DELETE", "/v1/documents/", "/ragstack.v1.IngestService/DeleteDocument"),
+    ("DELETE", "/v1/ingest/jobs/", "/ragstack.v1.IngestService/CancelIngestJob"),
     ("POST", "/v1/databases", "/ragstack.v1.IngestService/AttachDatabase"),
     ("DELETE", "/v1/databases/", "/ragstack.v1.IngestService/DetachDatabase"),
 )

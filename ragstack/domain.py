@@ -311,7 +311,7 @@ class IngestJob:
 
     job_id: str
     library: str
-    state: str  # queued | running | done | failed
+    state: str  # queued | running | done | failed | cancelled
     submitted_at: str
     updated_at: str
     files_done: int = 0

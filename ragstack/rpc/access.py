@@ -44,6 +44,7 @@ RULES: dict[str, Rule] = {
     "/ragstack.v1.IngestService/SubmitIngest": Rule(_W, "queueing an ingest", _submitted_library),
     "/ragstack.v1.IngestService/GetIngestJob": Rule(_R, "reading an ingest job"),
     "/ragstack.v1.IngestService/ListIngestJobs": Rule(_R, "listing ingest jobs"),
+    "/ragstack.v1.IngestService/CancelIngestJob": Rule(_W, "cancelling an ingest job"),
     "/ragstack.v1.IngestService/ListDocuments": Rule(_R, "listing documents", _library),
     "/ragstack.v1.IngestService/GetDocument": Rule(_R, "reading a document", _library),
     "/ragstack.v1.IngestService/DeleteDocument": Rule(_W, "deleting a document", _library),

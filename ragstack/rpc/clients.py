@@ -326,6 +326,16 @@ class IngestClient:
             raise _rpc_error(err) from None
         return convert.ingest_job_from_pb(resp.job)
 
+    async def cancel_job(self, job_id: str) -> d.IngestJob:
+        """Cancels a queued or running job; returns it as it ended (waits for a running one to stop)."""
+        try:
+            resp = await self._stub.CancelIngestJob(
+                ingest_pb2.CancelIngestJobRequest(job_id=job_id), timeout=self._deadline
+            )
+        except grpc.aio.AioRpcError as err:
+            raise _rpc_error(err) from None
+        return convert.ingest_job_from_pb(resp.job)
+
     async def jobs(self, limit: int = 0) -> list[d.IngestJob]:
         try:
             resp = await self._stub.ListIngestJobs(

@@ -26,6 +26,7 @@ class IngestJobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INGEST_JOB_STATE_RUNNING: _ClassVar[IngestJobState]
     INGEST_JOB_STATE_DONE: _ClassVar[IngestJobState]
     INGEST_JOB_STATE_FAILED: _ClassVar[IngestJobState]
+    INGEST_JOB_STATE_CANCELLED: _ClassVar[IngestJobState]
 FILE_STAGE_UNSPECIFIED: FileStage
 FILE_STAGE_PARSED: FileStage
 FILE_STAGE_CHUNKED: FileStage
@@ -39,6 +40,7 @@ INGEST_JOB_STATE_QUEUED: IngestJobState
 INGEST_JOB_STATE_RUNNING: IngestJobState
 INGEST_JOB_STATE_DONE: IngestJobState
 INGEST_JOB_STATE_FAILED: IngestJobState
+INGEST_JOB_STATE_CANCELLED: IngestJobState
 
 class AttachDatabaseRequest(_message.Message):
     __slots__ = ("library", "name", "url", "groups")
@@ -420,6 +422,18 @@ class ListIngestJobsResponse(_message.Message):
     JOBS_FIELD_NUMBER: _ClassVar[int]
     jobs: _containers.RepeatedCompositeFieldContainer[IngestJob]
     def __init__(self, jobs: _Optional[_Iterable[_Union[IngestJob, _Mapping]]] = ...) -> None: ...
+
+class CancelIngestJobRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class CancelIngestJobResponse(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: IngestJob
+    def __init__(self, job: _Optional[_Union[IngestJob, _Mapping]] = ...) -> None: ...
 
 class IngestJob(_message.Message):
     __slots__ = ("job_id", "library", "state", "submitted_at", "updated_at", "files_done", "summary", "error", "attempts", "principal")

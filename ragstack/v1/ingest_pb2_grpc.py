@@ -115,6 +115,11 @@ class IngestServiceStub:
                 request_serializer=ragstack_dot_v1_dot_ingest__pb2.ListIngestJobsRequest.SerializeToString,
                 response_deserializer=ragstack_dot_v1_dot_ingest__pb2.ListIngestJobsResponse.FromString,
                 _registered_method=True)
+        self.CancelIngestJob = channel.unary_unary(
+                '/ragstack.v1.IngestService/CancelIngestJob',
+                request_serializer=ragstack_dot_v1_dot_ingest__pb2.CancelIngestJobRequest.SerializeToString,
+                response_deserializer=ragstack_dot_v1_dot_ingest__pb2.CancelIngestJobResponse.FromString,
+                _registered_method=True)
 
 
 class IngestServiceServicer:
@@ -256,6 +261,17 @@ class IngestServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CancelIngestJob(self, request, context):
+        """Cancels a queued ingest: one still queued never runs; a running one stops within
+        `services.grace_s` (the parse in flight is stopped, the batch being written is finished or
+        rolled back, so no document is half indexed; what earlier batches indexed stays). Cancelling a
+        job that has ended changes nothing. Errors: NOT_FOUND for an unknown id or a job of another
+        principal.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IngestServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -338,6 +354,11 @@ def add_IngestServiceServicer_to_server(servicer, server):
                     servicer.ListIngestJobs,
                     request_deserializer=ragstack_dot_v1_dot_ingest__pb2.ListIngestJobsRequest.FromString,
                     response_serializer=ragstack_dot_v1_dot_ingest__pb2.ListIngestJobsResponse.SerializeToString,
+            ),
+            'CancelIngestJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelIngestJob,
+                    request_deserializer=ragstack_dot_v1_dot_ingest__pb2.CancelIngestJobRequest.FromString,
+                    response_serializer=ragstack_dot_v1_dot_ingest__pb2.CancelIngestJobResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -773,6 +794,33 @@ class IngestService:
             '/ragstack.v1.IngestService/ListIngestJobs',
             ragstack_dot_v1_dot_ingest__pb2.ListIngestJobsRequest.SerializeToString,
             ragstack_dot_v1_dot_ingest__pb2.ListIngestJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelIngestJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragstack.v1.IngestService/CancelIngestJob',
+            ragstack_dot_v1_dot_ingest__pb2.CancelIngestJobRequest.SerializeToString,
+            ragstack_dot_v1_dot_ingest__pb2.CancelIngestJobResponse.FromString,
             options,
             channel_credentials,
             insecure,

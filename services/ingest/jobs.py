@@ -15,7 +15,7 @@ from typing import Any
 
 from ragstack.stores.sqlite import ensure_column, open_sqlite
 
-QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
+QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
 _COLUMNS = "job_id, library, state, submitted_at, updated_at, files_done, summary, error, attempts, principal"
 
 
@@ -99,11 +99,22 @@ class JobStore:
     def fail(self, job_id: str, error: str) -> None:
         self._update(job_id, "state = 'failed', error = ?", error[:2000])
 
-    def _update(self, job_id: str, assignment: str, value: object) -> None:
+    def cancel(self, job_id: str) -> Job | None:
+        """Marks a queued or running job cancelled (the worker stops a running one); a job that has
+        ended stays as it ended. None for an unknown id."""
         with self._lock:
             self._db.execute(
-                f"UPDATE jobs SET {assignment}, updated_at = ? WHERE job_id = ?",
-                (value, self._now().isoformat(), job_id),
+                "UPDATE jobs SET state = ?, updated_at = ? WHERE job_id = ? AND state IN (?, ?)",
+                (CANCELLED, self._now().isoformat(), job_id, QUEUED, RUNNING),
+            )
+        return self.get(job_id)
+
+    def _update(self, job_id: str, assignment: str, value: object) -> None:
+        """Changes a running job (one cancelled meanwhile stays cancelled)."""
+        with self._lock:
+            self._db.execute(
+                f"UPDATE jobs SET {assignment}, updated_at = ? WHERE job_id = ? AND state = ?",
+                (value, self._now().isoformat(), job_id, RUNNING),
             )
 
     def get(self, job_id: str) -> Job | None:

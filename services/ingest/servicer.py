@@ -43,6 +43,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         self._pipeline = pipeline
         self._paths = paths or PathGuard(())  # server files readable by path: none unless configured
         self._jobs = jobs
+        self._running: tuple[str, asyncio.Task[None]] | None = None  # the job the worker runs
         self._wake = asyncio.Event()
         self._lifecycle = lifecycle
         self._retention_days = retention_days
@@ -114,6 +115,21 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
             jobs=[_job_pb(j) for j in self._queue().list(min(request.limit or 50, 500), owner)]
         )
 
+    async def CancelIngestJob(
+        self, request: ingest_pb2.CancelIngestJobRequest, context: grpc.aio.ServicerContext
+    ) -> ingest_pb2.CancelIngestJobResponse:
+        jobs = self._queue()
+        job = jobs.get(request.job_id)
+        if job is None or not auth.current().owns(job.principal):
+            raise NotFound(f"ingest job {request.job_id!r} not found")
+        cancelled = jobs.cancel(job.job_id)
+        assert cancelled is not None
+        running = self._running
+        if running is not None and running[0] == job.job_id:
+            running[1].cancel()  # the parse in flight stops; the batch being written ends first
+            await asyncio.wait([running[1]])
+        return ingest_pb2.CancelIngestJobResponse(job=_job_pb(jobs.get(job.job_id) or cancelled))
+
     def _queue(self) -> JobStore:
         if self._jobs is None:
             raise Unavailable("this ingest service keeps no job queue")
@@ -130,24 +146,37 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
                 await self._wake.wait()
                 continue
             job, raw, caller = claimed
-            request = ingest_pb2.IngestRequest.FromString(raw)
-            done = 0
-            # The job runs as its submitter: the same ACL checks as the Ingest call would have made.
-            token = auth.PRINCIPAL.set(auth.Principal.from_header(caller) if caller else auth.LOCAL)
+            task = asyncio.create_task(self._run_job(jobs, job.job_id, raw, caller))
+            self._running = (job.job_id, task)
             try:
-                async for event in self._ingest(request):
-                    if event.HasField("summary"):
-                        jobs.finish(job.job_id, event.summary.SerializeToString())
-                    elif event.file.stage in _FINISHED:
-                        done += 1
-                        jobs.progress(job.job_id, done)
+                await asyncio.shield(task)  # CancelIngestJob cancels the job's task, not this loop
             except asyncio.CancelledError:
-                raise  # the service is stopping: the job stays running and is queued again at start
-            except Exception as err:  # a batch that cannot run at all; files that fail are in the summary
-                log.warning("ingest job %s failed: %s", job.job_id, err)
-                jobs.fail(job.job_id, f"{type(err).__name__}: {err}")
+                if not task.cancelled():  # the service is stopping: the job is queued again at start
+                    task.cancel()
+                    await asyncio.wait([task])
+                    raise
             finally:
-                auth.PRINCIPAL.reset(token)
+                self._running = None
+
+    async def _run_job(self, jobs: JobStore, job_id: str, raw: bytes, caller: str) -> None:
+        request = ingest_pb2.IngestRequest.FromString(raw)
+        done = 0
+        # The job runs as its submitter: the same ACL checks as the Ingest call would have made.
+        token = auth.PRINCIPAL.set(auth.Principal.from_header(caller) if caller else auth.LOCAL)
+        try:
+            async for event in self._ingest(request):
+                if event.HasField("summary"):
+                    jobs.finish(job_id, event.summary.SerializeToString())
+                elif event.file.stage in _FINISHED:
+                    done += 1
+                    jobs.progress(job_id, done)
+        except asyncio.CancelledError:
+            raise  # cancelled (its state says so) or the service is stopping (it stays running)
+        except Exception as err:  # a batch that cannot run at all; files that fail are in the summary
+            log.warning("ingest job %s failed: %s", job_id, err)
+            jobs.fail(job_id, f"{type(err).__name__}: {err}")
+        finally:
+            auth.PRINCIPAL.reset(token)
 
     async def ListDocuments(
         self, request: ingest_pb2.ListDocumentsRequest, context: grpc.aio.ServicerContext
@@ -304,6 +333,7 @@ _STATES = {
     "running": ingest_pb2.INGEST_JOB_STATE_RUNNING,
     "done": ingest_pb2.INGEST_JOB_STATE_DONE,
     "failed": ingest_pb2.INGEST_JOB_STATE_FAILED,
+    "cancelled": ingest_pb2.INGEST_JOB_STATE_CANCELLED,
 }
 
 

@@ -19,7 +19,7 @@ from tests.conftest import SAMPLES, make_config, start_with
 async def _until_done(client: IngestClient, job_id: str) -> str:
     for _ in range(600):
         job = await client.job(job_id)
-        if job.state in ("done", "failed"):
+        if job.state in ("done", "failed", "cancelled"):
             return job.state
         await asyncio.sleep(0.1)
     raise AssertionError(f"job {job_id} did not finish")
@@ -61,6 +61,42 @@ async def test_jobs_queue_run_and_survive_a_restart(tmp_path: Path, resources: R
         assert err.value.code == "INVALID_ARGUMENT" and "does not exist" in err.value.message
         with pytest.raises(RpcError) as err:
             await client.job("nope")
+        assert err.value.code == "NOT_FOUND"
+    finally:
+        await stack.stop()
+
+
+async def test_a_job_is_cancelled_queued_or_running(tmp_path: Path, resources: Resources) -> None:
+    from ragstack.bench import hostile_files
+
+    cfg = make_config(
+        tmp_path / "data", ingest={"graph": False, "parse_timeout_s": 120, "parse_memory_mb": 2048}
+    )
+    runaway = tmp_path / "empty.docx"  # Docling takes minutes over a million empty paragraphs
+    runaway.write_bytes(hostile_files.docx(1_000_000))
+    stack = await start_with(cfg, resources, services=("ingest",), gateway=False)
+    client = IngestClient(open_channel(stack.peers["ingest"]), 60)
+    try:
+        running = await client.submit(paths=[str(runaway)])
+        behind = await client.submit(paths=[str(SAMPLES / "bm25.md")])
+        never = await client.submit(paths=[str(SAMPLES / "chunking.md")])
+        for _ in range(100):
+            if (await client.job(running.job_id)).state == "running":
+                break
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(8)  # the parser process has started and is deep in the file
+
+        assert (await client.cancel_job(never.job_id)).state == "cancelled"  # queued: never runs
+        asked = asyncio.get_running_loop().time()
+        stopped = await client.cancel_job(running.job_id)
+        assert stopped.state == "cancelled" and stopped.summary is None
+        assert asyncio.get_running_loop().time() - asked < cfg.services.grace_s + 5
+        assert await _until_done(client, behind.job_id) == "done"  # the queue goes on
+        assert (await client.job(never.job_id)).state == "cancelled"
+        assert [d.source for d in await client.list_documents()] == [str(SAMPLES / "bm25.md")]
+        assert (await client.cancel_job(behind.job_id)).state == "done"  # an ended job stays as it ended
+        with pytest.raises(RpcError) as err:
+            await client.cancel_job("nope")
         assert err.value.code == "NOT_FOUND"
     finally:
         await stack.stop()
