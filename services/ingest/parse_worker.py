@@ -42,33 +42,49 @@ class ParseWorker:
         self._lock = threading.Lock()
         self._process: Any = None
         self._conn: Connection | None = None
+        self._owner: object = None  # whose parse is in flight
 
-    def parse(self, name: str, data: bytes, kind: str = "") -> readers.Parsed:
+    def parse(self, name: str, data: bytes, kind: str = "", owner: object = None) -> readers.Parsed:
+        """`owner`: who asks (an ingest run), so that `cancel(owner)` stops only its own parse."""
         with self._lock:
-            conn = self._ready()
-            conn.send((name, data, kind))
-            timeout = self._budgets.parse_timeout_s
+            self._owner = owner
             try:
-                answered = conn.poll(timeout)
-            except (EOFError, OSError):
-                raise self._died() from None
-            if not answered:
-                self._stop()
-                raise OverBudget(
-                    f"parsing took more than {timeout:g} s, over ingest.parse_timeout_s ({timeout:g})"
-                )
-            try:
-                status, payload = conn.recv()
-            except (EOFError, OSError):
-                raise self._died() from None
-            if status == "exit":  # it answered, then left to give its memory back
-                self._stop()
-                status, payload = payload
-            if status == "ok":
-                assert isinstance(payload, readers.Parsed)
-                return payload
-            assert isinstance(payload, Exception)
-            raise payload
+                return self._parse(name, data, kind)
+            finally:
+                self._owner = None
+
+    def cancel(self, owner: object) -> None:
+        """Stops the parse in flight if it is `owner`'s (that file fails; a fresh process parses the
+        next); another's parse goes on."""
+        process = self._process
+        if owner is not None and self._owner is owner and process is not None and process.is_alive():
+            process.kill()
+
+    def _parse(self, name: str, data: bytes, kind: str) -> readers.Parsed:
+        conn = self._ready()
+        conn.send((name, data, kind))
+        timeout = self._budgets.parse_timeout_s
+        try:
+            answered = conn.poll(timeout)
+        except (EOFError, OSError):
+            raise self._died() from None
+        if not answered:
+            self._stop()
+            raise OverBudget(
+                f"parsing took more than {timeout:g} s, over ingest.parse_timeout_s ({timeout:g})"
+            )
+        try:
+            status, payload = conn.recv()
+        except (EOFError, OSError):
+            raise self._died() from None
+        if status == "exit":  # it answered, then left to give its memory back
+            self._stop()
+            status, payload = payload
+        if status == "ok":
+            assert isinstance(payload, readers.Parsed)
+            return payload
+        assert isinstance(payload, Exception)
+        raise payload
 
     def close(self) -> None:
         """Stops the worker; a parse in flight fails at once (the service is stopping)."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -132,11 +133,14 @@ class IngestPipeline:
         self._ann_min_rows = ann_min_rows
         self._graph = graph
         self._enricher = enricher
-        self._enriching = False
         self._now = now
         self._clock = clock
         self._budgets = budgets or Budgets()
         self._parser = parser
+        # Runs go on side by side (a small ingest beside a long one); their batches are written one
+        # at a time (the journal holds one batch), as are the removals and the graph's refresh.
+        self._store_lock = threading.Lock()
+        self._extract_lock = threading.Lock()  # spaCy's pipeline is not to be run by two threads
         self.recover()  # a batch a crash interrupted: finished or undone before anything else
 
     def run(
@@ -147,22 +151,24 @@ class IngestPipeline:
         enrich: bool = False,
         groups: Sequence[str] = (),
         caller: tuple[str, ...] | None = None,
+        token: object = None,
     ) -> Generator[FileProgress | IngestSummary, None, None]:
         """Yields per-document progress events, then the summary. With `prune_roots`, documents of
         the library whose source lies under one of them but was not seen this time are removed.
         With `enrich`, every new chunk gets the LLM's situating sentence first (when one answers).
         `groups`: the ACL groups of every document written (empty: public). `caller`: the ACL of
-        who ingests (None: sees all); a document it may not see is neither replaced nor pruned."""
+        who ingests (None: sees all); a document it may not see is neither replaced nor pruned.
+        `token`: names this run for `interrupt`."""
         if not items and not prune_roots:
             raise InvalidArgument("nothing to ingest: give paths or files")
         acl = acl_groups(groups)
         start = self._clock()
         docs = expand(items, library)
         summary = IngestSummary(files=len(docs))
-        self._enriching = False
+        enriching = False
         if enrich:
-            self._enriching = self._enricher is not None and self._enricher.available()
-            if not self._enriching:
+            enriching = self._enricher is not None and self._enricher.available()
+            if not enriching:
                 summary.notes.append(
                     "enrichment skipped: no LLM reachable (llm.host), chunks indexed as they are"
                 )
@@ -172,7 +178,7 @@ class IngestPipeline:
             index, doc = entry
             if isinstance(doc, Rejected):
                 return None
-            return self._prepare(doc, library, known, index, acl, caller)
+            return self._prepare(doc, library, known, index, acl, caller, token)
 
         pending: list[_Prepared] = []
         # Leaving the block stops the parsing ahead and waits for the batch in flight, also when
@@ -202,14 +208,16 @@ class IngestPipeline:
                 pending.append(prepared)
                 if sum(len(p.chunks) for p in pending) >= self._batch_chunks:
                     in_flight = yield from self._flush(
-                        pending, library, summary, len(docs), writer, in_flight
+                        pending, library, summary, len(docs), writer, in_flight, enriching
                     )
                     pending = []
-            in_flight = yield from self._flush(pending, library, summary, len(docs), writer, in_flight)
+            in_flight = yield from self._flush(
+                pending, library, summary, len(docs), writer, in_flight, enriching
+            )
             yield from _drain(summary, in_flight)
         if summary.indexed:
             try:
-                with tracer.start_as_current_span("ingest.ann_index"):
+                with tracer.start_as_current_span("ingest.ann_index"), self._store_lock:
                     self._vectors.build_ann_index(self._ann_min_rows)
             except Exception:  # exact search still works; the next run tries again
                 log.exception("building the ANN index failed")
@@ -224,7 +232,7 @@ class IngestPipeline:
     def _refresh_graph(self, library: str, summary: IngestSummary, changed: bool) -> None:
         assert self._graph is not None
         try:
-            with tracer.start_as_current_span("ingest.communities"):
+            with tracer.start_as_current_span("ingest.communities"), self._store_lock:
                 counts = self._graph.refresh(library) if changed else self._graph.counts(library)
         except Exception:  # the chunks are indexed; the next change refreshes the communities again
             log.exception("refreshing the graph communities of %s failed", library)
@@ -246,7 +254,8 @@ class IngestPipeline:
                 doc.source == r or doc.source.startswith((r.rstrip("/") + "/", r + "#")) for r in roots
             )
             if gone:  # the graph's communities are refreshed once, after the run
-                self._delete(library, doc.document_id)
+                with self._store_lock:
+                    self._delete(library, doc.document_id)
                 summary.removed += 1
                 yield FileProgress(doc.source, FileStage.REMOVED, total, total, doc.document_id)
 
@@ -258,6 +267,7 @@ class IngestPipeline:
         index: int,
         groups: tuple[str, ...],
         caller: tuple[str, ...] | None,
+        token: object,
     ) -> _Prepared | None:
         state = known.get(item.document_id)
         if state is not None and not acl_allows(caller, state[1]):
@@ -278,7 +288,7 @@ class IngestPipeline:
             return None
         with tracer.start_as_current_span("ingest.parse", attributes={"source": item.source}):
             if self._parser is not None and is_heavy(item.source, item.kind):
-                parsed = self._parser.parse(item.source, data, item.kind)
+                parsed = self._parser.parse(item.source, data, item.kind, owner=token)
             else:
                 parsed = readers.parse(item.source, data, item.kind, self._budgets)
         with tracer.start_as_current_span("ingest.chunk"):
@@ -332,13 +342,14 @@ class IngestPipeline:
         total: int,
         writer: ThreadPoolExecutor,
         in_flight: Future[list[FileProgress]] | None,
+        enriching: bool,
     ) -> Generator[FileProgress, None, Future[list[FileProgress]] | None]:
         """Embeds the batch here, waits for the batch before it to be written, then hands this one
         to the writer thread; returns its future."""
         if not batch:
             return in_flight
         chunks = [c for p in batch for c in p.chunks]
-        if self._enriching and self._enricher is not None:
+        if enriching and self._enricher is not None:
             with tracer.start_as_current_span("ingest.enrich", attributes={"chunks": len(chunks)}):
                 excerpts = {p.item.document_id: "\n\n".join(c.text for c in p.chunks[:4]) for p in batch}
                 chunks = self._enricher.enrich(chunks, excerpts)
@@ -377,6 +388,20 @@ class IngestPipeline:
         graph = extracted.result()
         indexed_at = self._now().isoformat()
         docs = [Document(**{**p.document.__dict__, "indexed_at": indexed_at}) for p in batch]
+        with self._store_lock:  # one batch at a time across runs: the journal holds one
+            return self._commit(batch, library, ids, chunks, vectors, graph, docs, total)
+
+    def _commit(
+        self,
+        batch: list[_Prepared],
+        library: str,
+        ids: list[str],
+        chunks: list[Chunk],
+        vectors: np.ndarray,
+        graph: tuple[list[EntityMention], list[Relation]],
+        docs: list[Document],
+        total: int,
+    ) -> list[FileProgress]:
         # The journal says what is about to change and where every store stood, so that a crash
         # between the stores' commits is rolled back (or forward) at the next start. LanceDB tables
         # first, tantivy last: a failure before tantivy's commit rolls LanceDB back to where it was.
@@ -442,16 +467,18 @@ class IngestPipeline:
             return [], []
         try:
             with tracer.start_as_current_span("ingest.graph", attributes={"chunks": len(chunks)}):
-                return self._graph.extract(chunks)
+                with self._extract_lock:
+                    return self._graph.extract(chunks)
         except Exception:
             log.exception("entity extraction failed for a batch of %d chunks", len(chunks))
             return [], []
 
-    def interrupt(self) -> None:
-        """Stops a parse in flight in the parser process (that file fails; a fresh process parses
-        the next): a run being abandoned need not wait for it."""
+    def interrupt(self, token: object) -> None:
+        """Stops the run `token` names from waiting for its parse in flight in the parser process
+        (that file fails; a fresh process parses the next): an abandoned run need not wait for it.
+        Another run's parse goes on."""
         if self._parser is not None:
-            self._parser.close()
+            self._parser.cancel(token)
 
     def libraries(self) -> list[tuple[str, int, int, str]]:
         return self._catalog.libraries()
@@ -469,7 +496,8 @@ class IngestPipeline:
 
     def delete_document(self, library: str, document_id: str, acl: tuple[str, ...] | None = None) -> int:
         self.get_document(library, document_id, acl)
-        removed = self._delete(library, document_id)
+        with self._store_lock:
+            removed = self._delete(library, document_id)
         if self._graph is not None:
             self._refresh_graph(library, IngestSummary(), changed=True)
         return removed
