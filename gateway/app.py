@@ -191,7 +191,11 @@ def create_app(
 
     @app.exception_handler(RagstackError)
     async def domain_error(_: Request, exc: RagstackError) -> JSONResponse:
-        return _error(HTTP_STATUS.get(exc.code, 500), exc.code, _message(exc))
+        status = HTTP_STATUS.get(exc.code, 500)
+        response = _error(status, exc.code, _message(exc))
+        if status == 503:  # UNAVAILABLE is transient by definition: a peer restarting, slots full
+            response.headers["retry-after"] = "5"
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -108,6 +108,12 @@ class IngestConfig(_Strict):
     )
     crawl_timeout_s: float = Field(120.0, gt=0, description="Crawler: total time of one start URL's crawl.")
     crawl_max_redirects: int = Field(5, ge=0, le=20, description="Crawler: redirects followed per page.")
+    max_crawls: int = Field(
+        2,
+        ge=1,
+        le=64,
+        description="Crawls one ingest service runs at once; as many more wait, the rest get 503.",
+    )
     # Budgets of one document: a file over one fails alone, with the budget named.
     max_unpacked_mb: float = Field(
         512.0,

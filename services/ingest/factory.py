@@ -93,6 +93,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         paths=PathGuard(
             default_roots(cfg.data_dir) if cfg.ingest.allowed_roots is None else cfg.ingest.allowed_roots
         ),
+        crawl_slots=cfg.ingest.max_crawls,
     )
     worker = asyncio.get_running_loop().create_task(servicer.work(), name="ingest-jobs")
 

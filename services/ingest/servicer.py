@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Generator
 from typing import Any, TypeVar
@@ -39,6 +40,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         retention_days: int = 7,
         jobs: JobStore | None = None,
         paths: PathGuard | None = None,
+        crawl_slots: int = 2,
     ) -> None:
         self._pipeline = pipeline
         self._paths = paths or PathGuard(())  # server files readable by path: none unless configured
@@ -50,8 +52,15 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         self._databases = databases
         self._crawl_limits = crawl_limits or CrawlLimits()
         self._default_library = default_library
-        # The stores have one writer each: batches and deletes run one at a time.
-        self._write_lock = asyncio.Lock()
+        # Ingests and deletes run side by side (the pipeline writes their batches one at a time);
+        # a snapshot, restore or vacuum holds `_exclusive`, which new ones pass through, and waits
+        # for those running to end.
+        self._exclusive = asyncio.Lock()
+        self._writing = 0
+        self._idle = asyncio.Condition()
+        self._crawls = asyncio.Semaphore(crawl_slots)
+        self._crawl_slots = crawl_slots
+        self._crawls_waiting = 0
 
     async def Ingest(
         self, request: ingest_pb2.IngestRequest, context: grpc.aio.ServicerContext
@@ -67,19 +76,56 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
             *upload_items(library, ((f.filename, f.content) for f in request.files)),
         ]
         for url in request.urls:
-            pages, skipped = await asyncio.to_thread(crawl, url, self._crawl_limits)
+            pages, skipped = await self._crawl(url)
             items.extend(pages)
             items.extend(Rejected(u, why) for u, why in skipped)
-        async with self._write_lock:
+        async with self._writer():
             roots = resolved(request.paths) if request.prune else []
+            token = object()
             events = self._pipeline.run(
-                items, library, roots, enrich=request.enrich, groups=groups, caller=auth.current().acl
+                items,
+                library,
+                roots,
+                enrich=request.enrich,
+                groups=groups,
+                caller=auth.current().acl,
+                token=token,
             )
-            async for event in _read_ahead(events, self._pipeline.interrupt):
+            async for event in _read_ahead(events, lambda: self._pipeline.interrupt(token)):
                 if isinstance(event, FileProgress):
                     yield convert.progress_to_pb(event)
                 elif isinstance(event, IngestSummary):
                     yield convert.summary_to_pb(event)
+
+    async def _crawl(self, url: str) -> tuple[list[SourceItem], list[tuple[str, str]]]:
+        """A crawl, when one of the service's crawl slots (`ingest.max_crawls`) is free; it waits
+        its turn, and is refused when as many again are waiting."""
+        if self._crawls.locked() and self._crawls_waiting >= self._crawl_slots:
+            raise Unavailable(
+                f"{self._crawl_slots} crawls are running and as many are waiting (ingest.max_crawls); "
+                "retry later"
+            )
+        self._crawls_waiting += 1
+        try:
+            await self._crawls.acquire()
+        finally:
+            self._crawls_waiting -= 1
+        try:
+            return await asyncio.to_thread(crawl, url, self._crawl_limits)
+        finally:
+            self._crawls.release()
+
+    @contextlib.asynccontextmanager
+    async def _writer(self) -> AsyncIterator[None]:
+        """An ingest or a delete: not while a snapshot, restore or vacuum runs."""
+        async with self._exclusive:
+            self._writing += 1
+        try:
+            yield
+        finally:
+            self._writing -= 1
+            async with self._idle:
+                self._idle.notify_all()
 
     async def SubmitIngest(
         self, request: ingest_pb2.SubmitIngestRequest, context: grpc.aio.ServicerContext
@@ -232,7 +278,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
     async def DeleteDocument(
         self, request: ingest_pb2.DeleteDocumentRequest, context: grpc.aio.ServicerContext
     ) -> ingest_pb2.DeleteDocumentResponse:
-        async with self._write_lock:
+        async with self._writer():
             removed = await asyncio.to_thread(
                 self._pipeline.delete_document,
                 library_name(request.library, self._default_library),
@@ -306,9 +352,11 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         return convert.vacuum_to_pb(report)
 
     async def _locked(self, fn: Callable[..., _T], *args: Any) -> _T:
-        """`fn` in a worker thread under the write lock, which is held until `fn` returns even when
-        the call is cancelled: the stores are never written by two at once."""
-        async with self._write_lock:
+        """`fn` in a worker thread once no ingest or delete runs, none starting until `fn` returns,
+        even when the call is cancelled: the stores change under nobody's feet."""
+        async with self._exclusive:
+            async with self._idle:
+                await self._idle.wait_for(lambda: self._writing == 0)
             work = asyncio.ensure_future(asyncio.to_thread(fn, *args))
             try:
                 return await asyncio.shield(work)
