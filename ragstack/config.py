@@ -131,6 +131,9 @@ class IngestConfig(_Strict):
     parse_timeout_s: float = Field(
         300.0, gt=0, description="Wall time to parse one PDF, Office document, HTML page or image."
     )
+    parse_workers: int = Field(
+        2, ge=1, le=32, description="Parser processes (each started when first needed, ~400 MB with Docling)."
+    )
     parse_memory_mb: int = Field(
         4096,
         ge=512,

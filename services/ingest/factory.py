@@ -24,7 +24,7 @@ from services.ingest.graph_extract import EntityExtractor
 from services.ingest.graph_index import GraphIndex
 from services.ingest.jobs import JobStore
 from services.ingest.llm_extract import LLMExtractor
-from services.ingest.parse_worker import ParseWorker
+from services.ingest.parse_worker import ParsePool
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.servicer import IngestServicer, register
 
@@ -60,7 +60,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         )
     enricher = Enricher(res.llm if cfg.llm.enabled else None, cfg.data_dir / "enrich.sqlite")
     budgets = Budgets.from_config(cfg.ingest)
-    parser = ParseWorker(budgets)
+    parser = ParsePool(budgets, cfg.ingest.parse_workers)
     pipeline = IngestPipeline(
         catalog=catalog,
         vectors=vectors,

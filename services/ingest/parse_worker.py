@@ -1,9 +1,10 @@
-"""The parsers that can run away (PDF, Office documents, HTML, images: Docling, pdfium, OCR) run in a
-worker process with an address-space limit (`ingest.parse_memory_mb`) and a deadline
-(`ingest.parse_timeout_s`). A parser past either is killed and reported as that file's failure,
-never the service's; a fresh worker takes the next file. A worker that has grown large after a file
-exits, so its memory goes back to the operating system. Text formats are parsed in the service
-itself: their readers are linear and bounded by `ingest.max_chars`.
+"""The parsers that can run away (PDF, Office documents, HTML, images: Docling, pdfium, OCR) run in
+a small pool of worker processes (`ingest.parse_workers`), each with an address-space limit
+(`ingest.parse_memory_mb`) and a deadline (`ingest.parse_timeout_s`). A parser past either is killed
+and reported as that file's failure, never the service's; a fresh worker takes the next file. A
+worker that has grown large after a file exits, so its memory goes back to the operating system.
+Text formats are parsed in the service itself: their readers are linear and bounded by
+`ingest.max_chars`.
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ import ctypes
 import logging
 import multiprocessing
 import os
+import queue
 import resource
 import threading
 from multiprocessing.connection import Connection
 from pathlib import PurePath
 from typing import Any
 
-from ragstack.errors import RagstackError, UnsupportedFormat
+from ragstack.errors import RagstackError, Unavailable, UnsupportedFormat
 from services.ingest import readers
 from services.ingest.budgets import Budgets, OverBudget
 
@@ -43,6 +45,7 @@ class ParseWorker:
         self._process: Any = None
         self._conn: Connection | None = None
         self._owner: object = None  # whose parse is in flight
+        self._stopping = False  # the process is being killed on purpose (cancel, close)
 
     def parse(self, name: str, data: bytes, kind: str = "", owner: object = None) -> readers.Parsed:
         """`owner`: who asks (an ingest run), so that `cancel(owner)` stops only its own parse."""
@@ -58,6 +61,7 @@ class ParseWorker:
         next); another's parse goes on."""
         process = self._process
         if owner is not None and self._owner is owner and process is not None and process.is_alive():
+            self._stopping = True
             process.kill()
 
     def _parse(self, name: str, data: bytes, kind: str) -> readers.Parsed:
@@ -90,6 +94,7 @@ class ParseWorker:
         """Stops the worker; a parse in flight fails at once (the service is stopping)."""
         process = self._process
         if process is not None and process.is_alive():
+            self._stopping = True
             process.kill()  # without the lock, which a parse in flight holds: it sees the end and fails
         with self._lock:
             self._stop()
@@ -112,8 +117,10 @@ class ParseWorker:
         return parent
 
     def _died(self) -> RagstackError:
-        process = self._process
+        process, stopping = self._process, self._stopping
         self._stop()
+        if stopping:
+            return Unavailable("the parse was stopped: its ingest was cancelled or the service is stopping")
         code = process.exitcode if process is not None else None
         log.warning("the parser process ended with exit code %s", code)
         return OverBudget(
@@ -129,6 +136,7 @@ class ParseWorker:
                 self._process.kill()
             self._process.join(timeout=10)
         self._process, self._conn = None, None
+        self._stopping = False
 
 
 def _serve(conn: Connection, budgets: Budgets) -> None:
@@ -213,3 +221,29 @@ def _status_kb(field: str) -> int:
     except (OSError, ValueError, IndexError):
         pass
     return 0
+
+
+class ParsePool:
+    """A few workers (`ingest.parse_workers`), each started when first needed: parses of runs going
+    on side by side do not wait for each other, up to the pool's size."""
+
+    def __init__(self, budgets: Budgets, size: int) -> None:
+        self._workers = [ParseWorker(budgets) for _ in range(size)]
+        self._idle: queue.SimpleQueue[ParseWorker] = queue.SimpleQueue()
+        for worker in self._workers:
+            self._idle.put(worker)
+
+    def parse(self, name: str, data: bytes, kind: str = "", owner: object = None) -> readers.Parsed:
+        worker = self._idle.get()
+        try:
+            return worker.parse(name, data, kind, owner)
+        finally:
+            self._idle.put(worker)
+
+    def cancel(self, owner: object) -> None:
+        for worker in self._workers:
+            worker.cancel(owner)
+
+    def close(self) -> None:
+        for worker in self._workers:
+            worker.close()

@@ -52,7 +52,7 @@ from services.ingest.budgets import Budgets
 from services.ingest.chunker import chunk_markdown, split_pages
 from services.ingest.enrich import Enricher
 from services.ingest.graph_index import GraphIndex
-from services.ingest.parse_worker import ParseWorker, is_heavy
+from services.ingest.parse_worker import ParsePool, is_heavy
 from services.ingest.sources import DocItem, Rejected, SourceItem, expand
 
 log = logging.getLogger(__name__)
@@ -118,10 +118,10 @@ class IngestPipeline:
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         clock: Callable[[], float] = time.monotonic,
         budgets: Budgets | None = None,
-        parser: ParseWorker | None = None,
+        parser: ParsePool | None = None,
     ) -> None:
         """`budgets`: of one document (services/ingest/budgets.py); `parser`: the worker process
-        that parses the formats whose parsers can run away (in this process when None)."""
+        pool that parses the formats whose parsers can run away (in this process when None)."""
         self._catalog = catalog
         self._vectors = vectors
         self._lexical = lexical

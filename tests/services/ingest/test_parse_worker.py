@@ -1,0 +1,55 @@
+"""The parser processes: a parse beside a stuck one is not held up, cancelling a run stops its own
+parse only, and a killed worker is replaced for the next file."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from ragstack.bench import hostile_files as files
+from ragstack.errors import Unavailable
+from services.ingest.budgets import Budgets, OverBudget
+from services.ingest.parse_worker import ParsePool
+
+PAGE = b"<html><head><title>Okapi</title></head><body><main><h1>Okapi</h1><p>A giraffid.</p></main></html>"
+
+
+def test_a_parse_beside_a_stuck_one_goes_on_and_cancel_stops_its_own() -> None:
+    pool = ParsePool(Budgets(parse_timeout_s=60, parse_memory_mb=2048), size=2)
+    stuck, errors = object(), []
+
+    def runaway() -> None:
+        try:
+            pool.parse("empty.docx", files.docx(1_000_000), owner=stuck)
+        except Unavailable as err:
+            errors.append(str(err))
+
+    thread = threading.Thread(target=runaway)
+    try:
+        thread.start()
+        time.sleep(1)
+        start = time.monotonic()
+        parsed = pool.parse("page.html", PAGE, owner=object())  # the other worker: its own start, then this
+        assert "giraffid" in parsed.markdown and time.monotonic() - start < 30
+        assert thread.is_alive()  # the first is still stuck in Docling
+        pool.cancel(object())  # nobody's parse: nothing stops
+        assert thread.is_alive()
+        pool.cancel(stuck)
+        thread.join(timeout=10)
+        assert not thread.is_alive() and "its ingest was cancelled" in errors[0]
+        assert "Okapi" in pool.parse("again.html", PAGE).title  # a fresh worker for the next
+    finally:
+        pool.close()
+        thread.join(timeout=10)
+
+
+def test_a_worker_past_its_deadline_is_killed_and_replaced() -> None:
+    pool = ParsePool(Budgets(parse_timeout_s=3, parse_memory_mb=2048), size=1)
+    try:
+        with pytest.raises(OverBudget, match=r"over ingest.parse_timeout_s \(3\)"):
+            pool.parse("empty.docx", files.docx(1_000_000))
+        assert "giraffid" in pool.parse("page.html", PAGE).markdown
+    finally:
+        pool.close()
