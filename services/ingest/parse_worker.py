@@ -157,8 +157,13 @@ def _serve(conn: Connection, budgets: Budgets) -> None:
             answer: tuple[str, Any] = ("ok", readers.parse(name, data, kind, budgets))
         except Exception as err:
             # Refused allocations surface as MemoryError, wrapped in a parser's own errors, or as
-            # odder failures from C code: any failure with the address space near its limit counts.
-            if _out_of_memory(err) or _peak_address_space() >= 0.9 * limit:
+            # odder failures from C code: any failure with the address space near its limit counts
+            # (and finding that out may itself find no memory left).
+            try:
+                exhausted = _out_of_memory(err) or _peak_address_space() >= 0.9 * limit
+            except MemoryError:
+                exhausted = True
+            if exhausted:
                 leave = True
                 message = f"parsing needed more than ingest.parse_memory_mb ({budgets.parse_memory_mb})"
                 answer = ("error", OverBudget(message))
