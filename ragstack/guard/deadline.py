@@ -17,6 +17,7 @@ from typing import Any
 import httpcore
 import httpx
 
+_SLICE_S = 0.5  # a read waits at most this long at a time, so a cancellation is seen within it
 SocketOption = tuple[int, int, int] | tuple[int, int, bytes | bytearray] | tuple[int, int, None, int]
 
 
@@ -32,7 +33,18 @@ class _Stream(httpcore.NetworkStream):
         return left if timeout is None else min(timeout, left)
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._inner.read(max_bytes, self._timeout(timeout, httpcore.ReadTimeout))
+        """Waits in slices of at most `_SLICE_S`, so a silent peer is given up on within one slice of
+        the deadline passing or of a cancellation."""
+        until = math.inf if timeout is None else time.monotonic() + timeout
+        while True:
+            wait = min(self._timeout(None, httpcore.ReadTimeout), until - time.monotonic())
+            if wait <= 0:
+                raise httpcore.ReadTimeout("the read's timeout has passed")
+            try:
+                return self._inner.read(max_bytes, min(wait, _SLICE_S))
+            except httpcore.ReadTimeout:
+                if wait <= _SLICE_S:
+                    raise
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         self._inner.write(buffer, self._timeout(timeout, httpcore.WriteTimeout))
@@ -56,11 +68,18 @@ class _Backend(httpcore.NetworkBackend):
     def __init__(self, clock: Callable[[], float]) -> None:
         self._clock = clock
         self._local = threading.local()  # each thread's request in flight
+        self._cancelled = threading.Event()
+
+    def cancel(self) -> None:
+        """Every request in flight and to come fails at once (within a read slice)."""
+        self._cancelled.set()
 
     def set_deadline(self, end: float | None) -> None:
         self._local.end = end
 
     def left(self) -> float:
+        if self._cancelled.is_set():
+            return -1.0
         end = getattr(self._local, "end", None)
         return math.inf if end is None else end - self._clock()
 
@@ -90,7 +109,8 @@ class _Backend(httpcore.NetworkBackend):
 
 class DeadlineTransport(httpx.HTTPTransport):
     """`httpx.HTTPTransport` without proxies from the environment and without connection reuse,
-    whose requests stop at the deadline last given to `set_deadline` on the calling thread."""
+    whose requests stop at the deadline last given to `set_deadline` on the calling thread, or when
+    `cancel` is called from any thread."""
 
     def __init__(
         self, verify: ssl.SSLContext | bool = True, clock: Callable[[], float] = time.monotonic
@@ -109,3 +129,6 @@ class DeadlineTransport(httpx.HTTPTransport):
 
     def set_deadline(self, end: float | None) -> None:
         self._backend.set_deadline(end)
+
+    def cancel(self) -> None:
+        self._backend.cancel()

@@ -387,6 +387,10 @@ class Fetcher:
     def close(self) -> None:
         self._transport.close()
 
+    def cancel(self) -> None:
+        """Stops the fetch in flight (from another thread) and refuses every later one, as failures."""
+        self._transport.cancel()
+
     def __enter__(self) -> Fetcher:
         return self
 

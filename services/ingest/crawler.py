@@ -74,6 +74,18 @@ def links(base: str, html: str) -> list[str]:
     return found
 
 
+def fetcher_for(limits: CrawlLimits, clock: Callable[[], float] = time.monotonic) -> Fetcher:
+    """The guarded fetcher a crawl with these limits uses (`cancel` it to stop the crawl)."""
+    return Fetcher(
+        limits.fetch_allow,
+        max_redirects=limits.max_redirects,
+        max_bytes=limits.max_bytes,
+        timeout_s=limits.page_timeout_s,
+        user_agent=USER_AGENT,
+        clock=clock,
+    )
+
+
 def crawl(
     start: str,
     limits: CrawlLimits = CrawlLimits(),
@@ -91,14 +103,7 @@ def crawl(
     if origin.scheme not in ("http", "https") or not origin.hostname:
         raise InvalidArgument(f"not an http(s) URL: {shown_url(start)}")
     if fetcher is None:
-        with Fetcher(
-            limits.fetch_allow,
-            max_redirects=limits.max_redirects,
-            max_bytes=limits.max_bytes,
-            timeout_s=limits.page_timeout_s,
-            user_agent=USER_AGENT,
-            clock=clock,
-        ) as own:
+        with fetcher_for(limits, clock) as own:
             return crawl(start, limits, own, sleep, clock)
     deadline = clock() + limits.crawl_timeout_s
     auth = None if origin.username is None else (unquote(origin.username), unquote(origin.password or ""))

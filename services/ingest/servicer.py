@@ -19,7 +19,7 @@ from ragstack.stores.databases import DatabaseRegistry
 from ragstack.stores.snapshots import StoreLifecycle, check_name
 from ragstack.v1 import ingest_pb2, ingest_pb2_grpc
 from services.ingest.ahead import Ahead
-from services.ingest.crawler import CrawlLimits, crawl
+from services.ingest.crawler import CrawlLimits, crawl, fetcher_for
 from services.ingest.jobs import Job, JobStore
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.sources import Rejected, SourceItem, collect_paths, resolved, upload_items
@@ -110,9 +110,16 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
             await self._crawls.acquire()
         finally:
             self._crawls_waiting -= 1
+        fetcher = fetcher_for(self._crawl_limits)
+        work = asyncio.ensure_future(asyncio.to_thread(crawl, url, self._crawl_limits, fetcher))
         try:
-            return await asyncio.to_thread(crawl, url, self._crawl_limits)
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:  # the client went away or the service is stopping
+            fetcher.cancel()  # the page in flight fails within a read slice, the rest at once
+            await asyncio.wait([work])
+            raise
         finally:
+            fetcher.close()
             self._crawls.release()
 
     @contextlib.asynccontextmanager

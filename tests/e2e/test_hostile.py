@@ -75,11 +75,15 @@ async def test_each_hostile_file_fails_alone_within_its_budget(budgets_cfg: Conf
 
 
 @pytest.mark.slow
-def test_sigterm_while_a_parser_runs_away_stops_within_grace(tmp_path: Path) -> None:
+@pytest.mark.parametrize("during", ["a runaway parse", "a drip-fed crawl"])
+def test_sigterm_stops_serve_within_grace(tmp_path: Path, during: str) -> None:
+    from ragstack.bench.hostile import _server
+
     names = ("ingest", "retrieve", "agent", "verify", "gateway")
     ports = dict(zip(names, free_ports(len(names)), strict=True))
     grace = 3.0
     config = tmp_path / "ragstack.yaml"
+    ingest = {**BUDGETS, "parse_timeout_s": 120, "crawl_page_timeout_s": 60, "fetch_allow": ["127.0.0.1"]}
     config.write_text(
         yaml.safe_dump(
             {
@@ -87,24 +91,31 @@ def test_sigterm_while_a_parser_runs_away_stops_within_grace(tmp_path: Path) -> 
                 "models": {"embedder_dir": str(MODEL_DIR)},
                 "services": {**{n: {"port": p} for n, p in ports.items()}, "grace_s": grace},
                 "llm": {"enabled": False},
-                "ingest": {**BUDGETS, "parse_timeout_s": 120},
+                "ingest": ingest,
             }
         )
     )
     proc = serve(config)
     gateway = f"http://127.0.0.1:{ports['gateway']}"
+    workers: list[int] = []
     try:
-        _wait_ready(f"{gateway}/health/ready", proc)
-        upload = [("files", ("empty.docx", files.docx(1_000_000), "application/octet-stream"))]
-        with httpx.Client(timeout=60) as client, client.stream("POST", f"{gateway}/v1/ingest", files=upload):
-            time.sleep(10)  # the worker has started and Docling is deep in the file
-            children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True)
-            workers = [int(pid) for pid in children.stdout.split()]
-            assert workers, "no parser process under the service"
-            proc.send_signal(signal.SIGTERM)
-            asked = time.monotonic()
-            out, _ = proc.communicate(timeout=grace + 30)
-            stopped = time.monotonic() - asked
+        with _server() as site:
+            _wait_ready(f"{gateway}/health/ready", proc)
+            if during == "a runaway parse":
+                body: dict[str, Any] = {
+                    "files": [("files", ("empty.docx", files.docx(1_000_000), "application/octet-stream"))]
+                }
+            else:  # the page dribbles for a minute; its deadline is a minute too
+                body = {"data": {"urls": f"{site}/drip"}}
+            with httpx.Client(timeout=60) as client, client.stream("POST", f"{gateway}/v1/ingest", **body):
+                time.sleep(10 if during == "a runaway parse" else 3)  # Docling is deep in the file
+                children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True)
+                workers = [int(pid) for pid in children.stdout.split()]
+                assert workers or during != "a runaway parse", "no parser process under the service"
+                proc.send_signal(signal.SIGTERM)
+                asked = time.monotonic()
+                out, _ = proc.communicate(timeout=grace + 60)
+                stopped = time.monotonic() - asked
     finally:
         if proc.poll() is None:
             proc.kill()

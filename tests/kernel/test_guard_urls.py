@@ -711,6 +711,24 @@ def test_drip_fed_headers_meet_the_deadline(servers: Callable[..., Server]) -> N
     assert time.monotonic() - started < 2.0
 
 
+def test_cancel_from_another_thread_stops_a_silent_fetch(servers: Callable[..., Server]) -> None:
+    """A server that says nothing holds a fetch until its deadline; `cancel` ends it within a slice."""
+
+    def silent(sock: socket.socket, owner: Server) -> None:
+        sock.recv(65536)
+        owner.stop.wait(30)
+
+    a = servers(tcp=silent)
+    with Fetcher(LOOPBACK_ALLOWED, timeout_s=30.0) as fetcher:
+        threading.Timer(0.5, fetcher.cancel).start()
+        started = time.monotonic()
+        with pytest.raises(FetchFailed):
+            fetcher.fetch(a.url("/silent"))
+        assert time.monotonic() - started < 2.0
+        with pytest.raises(FetchFailed):  # and every later one, at once
+            fetcher.fetch(a.url("/again"))
+
+
 def test_a_deadline_already_past_fails_without_a_request(servers: Callable[..., Server]) -> None:
     a = servers()
     now = [100.0]
