@@ -64,7 +64,7 @@ async def bench_hostile(
     cfg: Config, only: list[str] | None = None, on_case: Callable[[str], None] = lambda name: None
 ) -> list[dict[str, Any]]:
     picked = [c for c in cases() if not only or any(o.lower() in c.name.lower() for o in only)]
-    with tempfile.TemporaryDirectory(prefix="ragstack-hostile-") as tmp, _server() as site:
+    with tempfile.TemporaryDirectory(prefix="ragstack-hostile-") as tmp, hostile_site() as site:
         root = Path(tmp)
         local = embedded_config(cfg, root / "data", allow_paths=[str(root)])
         local.ingest.fetch_allow = [*local.ingest.fetch_allow, "127.0.0.1"]
@@ -204,7 +204,8 @@ class _Site(BaseHTTPRequestHandler):
 
 
 @contextlib.contextmanager
-def _server() -> Iterator[str]:
+def hostile_site() -> Iterator[str]:
+    """A local server: `/big` streams 400 MB without a length, `/drip` a byte every 0.2 s."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Site)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)

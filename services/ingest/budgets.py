@@ -13,7 +13,7 @@ from __future__ import annotations
 import io
 import zipfile
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import PurePath
 from typing import Any
 
@@ -29,31 +29,26 @@ class OverBudget(ResourceExhausted):
     """A document over one of its budgets; the message names the budget and its setting."""
 
 
+_DEFAULT = IngestConfig.model_fields  # the budgets' defaults are the config's, kept in one place
+
+
 @dataclass(frozen=True)
 class Budgets:
-    max_unpacked_mb: float = 512.0
-    max_depth: int = 512
-    max_chars: int = 20_000_000
-    max_chunks: int = 20_000
-    max_pages: int = 2_000
-    max_frames: int = 200
-    max_frame_megapixels: float = 100.0
-    parse_timeout_s: float = 300.0
-    parse_memory_mb: int = 4096
+    """The `ingest.*` settings of the same names."""
+
+    max_unpacked_mb: float = _DEFAULT["max_unpacked_mb"].default
+    max_depth: int = _DEFAULT["max_depth"].default
+    max_chars: int = _DEFAULT["max_chars"].default
+    max_chunks: int = _DEFAULT["max_chunks"].default
+    max_pages: int = _DEFAULT["max_pages"].default
+    max_frames: int = _DEFAULT["max_frames"].default
+    max_frame_megapixels: float = _DEFAULT["max_frame_megapixels"].default
+    parse_timeout_s: float = _DEFAULT["parse_timeout_s"].default
+    parse_memory_mb: int = _DEFAULT["parse_memory_mb"].default
 
     @classmethod
     def from_config(cls, ingest: IngestConfig) -> Budgets:
-        return cls(
-            max_unpacked_mb=ingest.max_unpacked_mb,
-            max_depth=ingest.max_depth,
-            max_chars=ingest.max_chars,
-            max_chunks=ingest.max_chunks,
-            max_pages=ingest.max_pages,
-            max_frames=ingest.max_frames,
-            max_frame_megapixels=ingest.max_frame_megapixels,
-            parse_timeout_s=ingest.parse_timeout_s,
-            parse_memory_mb=ingest.parse_memory_mb,
-        )
+        return cls(**{f.name: getattr(ingest, f.name) for f in fields(cls)})
 
     def check_chars(self, n: int, exact: bool = True) -> None:
         if n > self.max_chars:

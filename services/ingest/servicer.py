@@ -111,13 +111,10 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         finally:
             self._crawls_waiting -= 1
         fetcher = fetcher_for(self._crawl_limits)
-        work = asyncio.ensure_future(asyncio.to_thread(crawl, url, self._crawl_limits, fetcher))
         try:
-            return await asyncio.shield(work)
-        except asyncio.CancelledError:  # the client went away or the service is stopping
-            fetcher.cancel()  # the page in flight fails within a read slice, the rest at once
-            await asyncio.wait([work])
-            raise
+            # Cancelled (the client went away, the service is stopping): the page in flight fails
+            # within a read slice, the rest at once, and the thread is waited for.
+            return await _to_thread_to_the_end(fetcher.cancel, crawl, url, self._crawl_limits, fetcher)
         finally:
             fetcher.close()
             self._crawls.release()
@@ -364,12 +361,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         async with self._exclusive:
             async with self._idle:
                 await self._idle.wait_for(lambda: self._writing == 0)
-            work = asyncio.ensure_future(asyncio.to_thread(fn, *args))
-            try:
-                return await asyncio.shield(work)
-            except asyncio.CancelledError:
-                await asyncio.wait([work])
-                raise
+            return await _to_thread_to_the_end(lambda: None, fn, *args)
 
     def _stores(self) -> StoreLifecycle:
         if self._lifecycle is None:
@@ -409,6 +401,18 @@ def _job_pb(job: Job) -> ingest_pb2.IngestJob:
 
 def register(servicer: IngestServicer) -> Callable[[grpc.aio.Server], None]:
     return lambda server: ingest_pb2_grpc.add_IngestServiceServicer_to_server(servicer, server)
+
+
+async def _to_thread_to_the_end(on_cancel: Callable[[], None], fn: Callable[..., _T], *args: Any) -> _T:
+    """`fn(*args)` on a thread. A cancelled caller calls `on_cancel` (to hurry `fn` along), still
+    waits for the thread to end, then is cancelled: nothing of `fn` outlives the call."""
+    work = asyncio.ensure_future(asyncio.to_thread(fn, *args))
+    try:
+        return await asyncio.shield(work)
+    except asyncio.CancelledError:
+        on_cancel()
+        await asyncio.wait([work])
+        raise
 
 
 async def _read_ahead(

@@ -77,7 +77,7 @@ async def test_each_hostile_file_fails_alone_within_its_budget(budgets_cfg: Conf
 @pytest.mark.slow
 @pytest.mark.parametrize("during", ["a runaway parse", "a drip-fed crawl"])
 def test_sigterm_stops_serve_within_grace(tmp_path: Path, during: str) -> None:
-    from ragstack.bench.hostile import _server
+    from ragstack.bench.hostile import hostile_site
 
     names = ("ingest", "retrieve", "agent", "verify", "gateway")
     ports = dict(zip(names, free_ports(len(names)), strict=True))
@@ -99,7 +99,7 @@ def test_sigterm_stops_serve_within_grace(tmp_path: Path, during: str) -> None:
     gateway = f"http://127.0.0.1:{ports['gateway']}"
     workers: list[int] = []
     try:
-        with _server() as site:
+        with hostile_site() as site:
             _wait_ready(f"{gateway}/health/ready", proc)
             if during == "a runaway parse":
                 body: dict[str, Any] = {
@@ -137,7 +137,7 @@ def _state(pid: int) -> str:
 
 
 async def test_crawls_share_a_bounded_number_of_slots(tmp_path: Path, resources: Resources) -> None:
-    from ragstack.bench.hostile import _server
+    from ragstack.bench.hostile import hostile_site
 
     cfg = make_config(
         tmp_path / "data",
@@ -150,7 +150,7 @@ async def test_crawls_share_a_bounded_number_of_slots(tmp_path: Path, resources:
         return [e async for e in client.ingest(urls=[url], library="web")]
 
     try:
-        with _server() as site:
+        with hostile_site() as site:
             first = asyncio.create_task(crawl(f"{site}/drip"))  # holds the one slot for 3 s
             await asyncio.sleep(0.5)
             second = asyncio.create_task(crawl(f"{site}/drip"))  # waits its turn

@@ -13,15 +13,12 @@ import pytest
 
 from ragstack.domain import Chunk, IngestSummary, SearchFilter
 from ragstack.guard.paths import PathGuard
-from ragstack.stores.catalog import Catalog
 from ragstack.stores.graph import GraphStore
-from ragstack.stores.lexical import LexicalStore
 from ragstack.stores.vectors import VectorStore
 from services.ingest.graph_extract import EntityExtractor, may_name, prose
-from services.ingest.graph_index import GraphIndex
-from services.ingest.pipeline import IngestPipeline
 from services.ingest.sources import collect_paths
 from services.retrieve.graph_search import GraphSearch
+from tests.tools.pipelines import graph_pipeline
 
 DOCS = Path(__file__).resolve().parents[2] / "data" / "graph"
 
@@ -38,17 +35,7 @@ class Stores:
         self.docs = root / "docs"
         shutil.copytree(DOCS, self.docs, ignore=shutil.ignore_patterns("README.md"))
         lance = root / "data" / "lancedb"  # where a config with data_dir root/data looks
-        vectors = VectorStore(lance, embedder.dimension, writer=True)
-        self.pipeline = IngestPipeline(
-            Catalog(root / "catalog.sqlite"),
-            vectors,
-            LexicalStore(root / "tantivy", writer=True),
-            embedder,
-            chunk_tokens=256,
-            overlap_sentences=1,
-            max_file_bytes=200_000,
-            graph=GraphIndex(GraphStore(lance, embedder.dimension, writer=True), extractor, vectors, seed=7),
-        )
+        self.pipeline, vectors = graph_pipeline(root, lance, embedder, extractor)
         self.graph = GraphStore(lance, embedder.dimension)  # a reader, as the retrieve service has
         self.search = GraphSearch(
             self.graph, VectorStore(lance, embedder.dimension), neighbours=20, communities=2

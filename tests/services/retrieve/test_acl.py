@@ -40,12 +40,11 @@ from ragstack.stores.lexical import LexicalStore
 from ragstack.stores.vectors import VectorStore
 from ragstack.v1 import ingest_pb2
 from services.ingest.graph_extract import EntityExtractor
-from services.ingest.graph_index import GraphIndex
-from services.ingest.pipeline import IngestPipeline
 from services.ingest.servicer import IngestServicer
 from services.ingest.sources import SourceItem
 from services.retrieve.graph_search import GraphSearch
 from services.retrieve.searcher import Query, Searcher
+from tests.tools.pipelines import graph_pipeline
 
 LIB = "default"
 PHRASE = "zephyr quartz ledger"
@@ -93,17 +92,7 @@ class Library:
     def __init__(self, root: Path, embedder: Any, extractor: EntityExtractor) -> None:
         self.root = root
         lance = root / "lancedb"
-        vectors = VectorStore(lance, embedder.dimension, writer=True)
-        self.pipeline = IngestPipeline(
-            Catalog(root / "catalog.sqlite"),
-            vectors,
-            LexicalStore(root / "tantivy", writer=True),
-            embedder,
-            chunk_tokens=256,
-            overlap_sentences=1,
-            max_file_bytes=200_000,
-            graph=GraphIndex(GraphStore(lance, embedder.dimension, writer=True), extractor, vectors, seed=7),
-        )
+        self.pipeline, _ = graph_pipeline(root, lance, embedder, extractor)
         self.dense = VectorStore(lance, embedder.dimension)
         self.lexical = LexicalStore(root / "tantivy")
         self.graph = GraphStore(lance, embedder.dimension)

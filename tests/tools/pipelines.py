@@ -1,0 +1,33 @@
+"""The ingest pipeline the store-level tests write with: every store in `root` (LanceDB in `lance`),
+small chunks, the knowledge graph on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ragstack.stores.catalog import Catalog
+from ragstack.stores.graph import GraphStore
+from ragstack.stores.lexical import LexicalStore
+from ragstack.stores.vectors import VectorStore
+from services.ingest.graph_extract import EntityExtractor
+from services.ingest.graph_index import GraphIndex
+from services.ingest.pipeline import IngestPipeline
+
+
+def graph_pipeline(
+    root: Path, lance: Path, embedder: Any, extractor: EntityExtractor
+) -> tuple[IngestPipeline, VectorStore]:
+    """The pipeline and its vector store (the writer)."""
+    vectors = VectorStore(lance, embedder.dimension, writer=True)
+    pipeline = IngestPipeline(
+        Catalog(root / "catalog.sqlite"),
+        vectors,
+        LexicalStore(root / "tantivy", writer=True),
+        embedder,
+        chunk_tokens=256,
+        overlap_sentences=1,
+        max_file_bytes=200_000,
+        graph=GraphIndex(GraphStore(lance, embedder.dimension, writer=True), extractor, vectors, seed=7),
+    )
+    return pipeline, vectors
