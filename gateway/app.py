@@ -79,6 +79,11 @@ class QueryRequest(BaseModel):
         pattern=r"^[A-Za-z0-9._-]*$",
         description="A conversation to continue: follow-ups are rewritten from its recent turns.",
     )
+    skip_memory: bool = Field(
+        False,
+        description="Answer on its own: no recall of similar earlier questions, and this one is not "
+        "remembered (evaluations, batch runs).",
+    )
     stream: bool = Field(True, description="Server-Sent Events (true) or one JSON response (false).")
 
 
@@ -242,7 +247,12 @@ def create_app(
         async def events() -> AsyncIterator[Any]:
             with tracer.start_as_current_span("POST /v1/query"):
                 async for response in upstreams.agent.ask_pb(
-                    body.question, body.library, mode, body.top_k, body.session_id
+                    body.question,
+                    body.library,
+                    mode,
+                    body.top_k,
+                    body.session_id,
+                    skip_memory=body.skip_memory,
                 ):
                     yield response
 

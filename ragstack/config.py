@@ -223,8 +223,16 @@ class GenerationConfig(_Strict):
         15,
         ge=0,
         le=100,
-        description="Agent, heuristic route: hits per search for a question that chains facts (two names "
-        "or more, or a clause about something it only describes); 0 keeps retrieve.top_k.",
+        description="Agent, heuristic route: hits per search, and evidence kept, for a question that "
+        "chains facts (two names or more, a clause about something it only describes, nested "
+        "relations); 0 keeps retrieve.top_k.",
+    )
+    bridge_searches: int = Field(
+        3,
+        ge=0,
+        le=5,
+        description="Agent: for a question that chains facts, follow-up searches made from the first "
+        "search's top hits (the question and each hit's sentence that matches it best); 0: none.",
     )
     evidence_grader: Literal["score", "llm"] = Field(
         "score",

@@ -382,6 +382,7 @@ def ask_event_to_pb(event: d.AskEvent) -> agent_pb2.AskResponse:
                     sub_questions=list(event.sub_questions),
                     standalone_question=event.standalone_question,
                     top_k=event.top_k,
+                    chains_facts=event.chains_facts,
                 )
             )
         case d.ToolCallEvent():
@@ -415,6 +416,7 @@ def ask_event_to_pb(event: d.AskEvent) -> agent_pb2.AskResponse:
                     abstained=event.abstained,
                     generator=event.generator,
                     manifest=manifest_to_pb(event.manifest),
+                    evidence_chunk_ids=list(event.evidence_chunk_ids),
                 )
             )
     raise TypeError(f"not an ask event: {event!r}")
@@ -433,6 +435,7 @@ def ask_event_from_pb(pb: agent_pb2.AskResponse) -> d.AskEvent:
             tuple(r.sub_questions),
             r.standalone_question,
             r.top_k,
+            r.chains_facts,
         )
     if kind == "tool_call":
         t = pb.tool_call
@@ -454,6 +457,7 @@ def ask_event_from_pb(pb: agent_pb2.AskResponse) -> d.AskEvent:
             abstained=x.abstained,
             generator=x.generator,
             manifest=manifest_from_pb(x.manifest),
+            evidence_chunk_ids=tuple(x.evidence_chunk_ids),
         )
     raise ValueError(f"empty AskResponse event: {kind!r}")
 

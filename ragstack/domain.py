@@ -337,6 +337,7 @@ class RouteEvent:
     sub_questions: tuple[str, ...] = ()  # agentic plans: searched one by one
     standalone_question: str = ""  # a session's follow-up as retrieval used it
     top_k: int = 0  # hits per search the route chose; 0: the request's or the configured
+    chains_facts: bool = False  # search again from what the first search found (bridge searches)
 
 
 @dataclass(frozen=True)
@@ -373,6 +374,7 @@ class DoneEvent:
     abstained: bool
     generator: str
     manifest: Manifest
+    evidence_chunk_ids: tuple[str, ...] = ()  # what the draft was written from, in numbered order
 
 
 AskEvent = (

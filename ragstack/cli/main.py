@@ -244,19 +244,30 @@ def eval_qa(ctx: click.Context, folder: Path, mode: str, limit: int, as_json: bo
 
 @eval_group.command(name="injection")
 @click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--split", default="test", show_default=True, help="benchmark/email/<split>.jsonl.")
-@click.option("--limit", default=0, show_default=True, help="Only the first N emails (0: all).")
+@click.option(
+    "--split", default="test", show_default=True, help="Each task's <split>.jsonl, and its attacks."
+)
+@click.option(
+    "--attacks",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="An attack file in BIPIA's layout ({category: [instruction, ...]}) instead of the benchmark's.",
+)
+@click.option("--limit", default=0, show_default=True, help="Only the first N rows of each task (0: all).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object on stdout.")
 @click.pass_context
-def eval_injection(ctx: click.Context, folder: Path, split: str, limit: int, as_json: bool) -> None:
-    """Attack success rate and answer utility on BIPIA's email task (FOLDER: a BIPIA checkout),
-    with an injected instruction at the start, middle and end of each indexed email."""
+def eval_injection(
+    ctx: click.Context, folder: Path, split: str, attacks: Path | None, limit: int, as_json: bool
+) -> None:
+    """Attack success rate and answer utility, by task, with an injected instruction at the start,
+    middle and end of each indexed document. FOLDER: a BIPIA checkout (every task folder with
+    <split>.jsonl: email, table, code, abstract, qa), a folder of such tasks, or one task folder."""
     from ragstack.evals.injection import evaluate_injection
 
     _evaluate(
         ctx,
-        lambda cfg, progress: evaluate_injection(cfg, folder, split, limit, progress),
-        lambda r: f"injection: {r['dataset']} ({split})",
+        lambda cfg, progress: evaluate_injection(cfg, folder, split, limit, progress, attacks=attacks),
+        lambda r: f"injection: {r['dataset']} ({split}; attacks: {r['attacks']})",
         as_json,
     )
 

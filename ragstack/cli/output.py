@@ -192,9 +192,20 @@ def print_report(title: str, report: dict[str, Any]) -> None:
     table = Table(title=title, title_justify="left", show_header=False)
     table.add_column("metric")
     table.add_column("value", justify="right")
-    for key, value in report.items():
+    for key, value in _flat(report):
         table.add_row(key, f"{value:.4f}" if isinstance(value, float) and value < 1.5 else str(value))
     Console().print(table)
+
+
+def _flat(report: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """Nested figures (by task, by position) as `by_task.email.utility` rows."""
+    out: list[tuple[str, Any]] = []
+    for key, value in report.items():
+        if isinstance(value, dict) and value:
+            out += _flat(value, f"{prefix}{key}.")
+        else:
+            out.append((f"{prefix}{key}", value))
+    return out
 
 
 def print_rows(rows: list[dict[str, Any]]) -> None:

@@ -3,8 +3,11 @@ folder's corpus (ingested into its own library, reused while unchanged).
 
 Reported: EM and F1 with SQuAD's normalisation (an abstention is the empty answer, right exactly for
 unanswerable questions), answer recall (the answer contains a gold answer), abstention precision and
-recall where `is_impossible` exists, supporting-paragraph recall (every supporting document among the
-cited or retrieved evidence) where `supporting_ids` exist, and latency."""
+recall where `is_impossible` exists, supporting-paragraph recall where `supporting_ids` exist, and
+latency. A supporting paragraph counts as found only when it was in the evidence the answer was
+drafted from (`done.evidence_chunk_ids`): a search graded incorrect and set aside finds nothing, and
+a withheld draft still counts what it was written from. Each question is asked with
+`skip_memory`, so no answer depends on the questions asked before it, on a running server too."""
 
 from __future__ import annotations
 
@@ -57,11 +60,6 @@ def load_questions(folder: Path) -> tuple[str, list[Question]]:
     return folder.resolve().name, out
 
 
-def without_memory(cfg: Config) -> Config:
-    """Each question on its own: remembering earlier answers would let one run learn from the last."""
-    return cfg.model_copy(update={"generation": cfg.generation.model_copy(update={"recall_memory": False})})
-
-
 def normalize(text: str) -> str:
     """SQuAD's answer normalisation: lower case, no punctuation, no articles, single spaces."""
     text = "".join(ch for ch in text.lower() if ch not in set(string.punctuation))
@@ -102,7 +100,6 @@ async def evaluate_qa(
 ) -> dict[str, Any]:
     dataset, questions = load_questions(folder)
     questions = questions[: limit or None]
-    cfg = without_memory(cfg)
     library = library_for(dataset)
     rows: list[dict[str, Any]] = []
     async with connect(
@@ -118,15 +115,15 @@ async def evaluate_qa(
         for n, q in enumerate(questions, start=1):
             start = time.perf_counter()
             done: d.DoneEvent | None = None
-            seen: set[str] = set()
-            async for event in agent.ask(q.text, library, d.SearchMode(mode)):
+            document_of: dict[str, str] = {}
+            async for event in agent.ask(q.text, library, d.SearchMode(mode), skip_memory=True):
                 if isinstance(event, d.EvidenceEvent):
-                    seen.update(h.chunk.document_id for h in event.hits)
+                    document_of.update((h.chunk.chunk_id, h.chunk.document_id) for h in event.hits)
                 elif isinstance(event, d.DoneEvent):
                     done = event
             assert done is not None
             answer = "" if done.abstained else done.answer
-            cited = {c.chunk.document_id for c in done.citations}
+            drafted_from = {document_of.get(c, "") for c in done.evidence_chunk_ids}
             gold = () if q.impossible else q.answers
             rows.append(
                 {
@@ -138,15 +135,16 @@ async def evaluate_qa(
                     else None,
                     "abstained": done.abstained,
                     "impossible": q.impossible,
-                    "supported": set(q.supporting) <= (cited | seen) if q.supporting else None,
-                    "supporting_share": len(set(q.supporting) & (cited | seen)) / len(q.supporting)
+                    "supported": set(q.supporting) <= drafted_from if q.supporting else None,
+                    "supporting_share": len(set(q.supporting) & drafted_from) / len(q.supporting)
                     if q.supporting
                     else None,
+                    "evidence": len(done.evidence_chunk_ids),
                     "ms": (time.perf_counter() - start) * 1000,
                 }
             )
             on_progress("questions", n, len(questions))
-    return _report(dataset, mode, rows)
+    return {**_report(dataset, mode, rows), "embedded": session.embedded}
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -181,6 +179,7 @@ def _report(dataset: str, mode: str, rows: list[dict[str, Any]]) -> dict[str, An
             supporting_all_found=_mean([float(r["supported"]) for r in supported]),
             supporting_recall=_mean([r["supporting_share"] for r in supported]),
         )
+    report["evidence_chunks_mean"] = _mean([float(r["evidence"]) for r in rows])
     latencies = [r["ms"] for r in rows]
     report.update(
         latency_ms_p50=round(percentile(latencies, 50), 1), latency_ms_p95=round(percentile(latencies, 95), 1)

@@ -210,6 +210,8 @@ class AgentClient:
         mode: d.SearchMode = d.SearchMode.AUTO,
         top_k: int = 0,
         session_id: str = "",
+        *,
+        skip_memory: bool = False,
     ) -> AsyncIterator[agent_pb2.AskResponse]:
         """The raw event stream (the gateway relays it as JSON)."""
         req = agent_pb2.AskRequest(
@@ -218,6 +220,7 @@ class AgentClient:
             mode=convert.mode_to_pb(mode),
             top_k=top_k,
             session_id=session_id,
+            skip_memory=skip_memory,
         )
         async for event in _stream(self._stub.Ask(req, timeout=self._deadline)):
             yield event
@@ -229,8 +232,10 @@ class AgentClient:
         mode: d.SearchMode = d.SearchMode.AUTO,
         top_k: int = 0,
         session_id: str = "",
+        *,
+        skip_memory: bool = False,
     ) -> AsyncIterator[d.AskEvent]:
-        async for pb in self.ask_pb(question, library, mode, top_k, session_id):
+        async for pb in self.ask_pb(question, library, mode, top_k, session_id, skip_memory=skip_memory):
             yield convert.ask_event_from_pb(pb)
 
     async def get_trace(self, trace_id: str) -> dict[str, Any]:

@@ -8,18 +8,20 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class AskRequest(_message.Message):
-    __slots__ = ("question", "library", "mode", "top_k", "session_id")
+    __slots__ = ("question", "library", "mode", "top_k", "session_id", "skip_memory")
     QUESTION_FIELD_NUMBER: _ClassVar[int]
     LIBRARY_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SKIP_MEMORY_FIELD_NUMBER: _ClassVar[int]
     question: str
     library: str
     mode: _common_pb2.SearchMode
     top_k: int
     session_id: str
-    def __init__(self, question: _Optional[str] = ..., library: _Optional[str] = ..., mode: _Optional[_Union[_common_pb2.SearchMode, str]] = ..., top_k: _Optional[int] = ..., session_id: _Optional[str] = ...) -> None: ...
+    skip_memory: bool
+    def __init__(self, question: _Optional[str] = ..., library: _Optional[str] = ..., mode: _Optional[_Union[_common_pb2.SearchMode, str]] = ..., top_k: _Optional[int] = ..., session_id: _Optional[str] = ..., skip_memory: _Optional[bool] = ...) -> None: ...
 
 class StartEvent(_message.Message):
     __slots__ = ("trace_id",)
@@ -28,20 +30,22 @@ class StartEvent(_message.Message):
     def __init__(self, trace_id: _Optional[str] = ...) -> None: ...
 
 class RouteEvent(_message.Message):
-    __slots__ = ("mode", "classifier", "reason", "sub_questions", "standalone_question", "top_k")
+    __slots__ = ("mode", "classifier", "reason", "sub_questions", "standalone_question", "top_k", "chains_facts")
     MODE_FIELD_NUMBER: _ClassVar[int]
     CLASSIFIER_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     SUB_QUESTIONS_FIELD_NUMBER: _ClassVar[int]
     STANDALONE_QUESTION_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
+    CHAINS_FACTS_FIELD_NUMBER: _ClassVar[int]
     mode: _common_pb2.SearchMode
     classifier: str
     reason: str
     sub_questions: _containers.RepeatedScalarFieldContainer[str]
     standalone_question: str
     top_k: int
-    def __init__(self, mode: _Optional[_Union[_common_pb2.SearchMode, str]] = ..., classifier: _Optional[str] = ..., reason: _Optional[str] = ..., sub_questions: _Optional[_Iterable[str]] = ..., standalone_question: _Optional[str] = ..., top_k: _Optional[int] = ...) -> None: ...
+    chains_facts: bool
+    def __init__(self, mode: _Optional[_Union[_common_pb2.SearchMode, str]] = ..., classifier: _Optional[str] = ..., reason: _Optional[str] = ..., sub_questions: _Optional[_Iterable[str]] = ..., standalone_question: _Optional[str] = ..., top_k: _Optional[int] = ..., chains_facts: _Optional[bool] = ...) -> None: ...
 
 class ToolCallEvent(_message.Message):
     __slots__ = ("tool", "arguments_json", "result_count", "took_ms")
@@ -78,7 +82,7 @@ class VerificationEvent(_message.Message):
     def __init__(self, manifest: _Optional[_Union[_common_pb2.Manifest, _Mapping]] = ...) -> None: ...
 
 class DoneEvent(_message.Message):
-    __slots__ = ("trace_id", "answer", "citations", "confidence", "abstained", "generator", "manifest")
+    __slots__ = ("trace_id", "answer", "citations", "confidence", "abstained", "generator", "manifest", "evidence_chunk_ids")
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     ANSWER_FIELD_NUMBER: _ClassVar[int]
     CITATIONS_FIELD_NUMBER: _ClassVar[int]
@@ -86,6 +90,7 @@ class DoneEvent(_message.Message):
     ABSTAINED_FIELD_NUMBER: _ClassVar[int]
     GENERATOR_FIELD_NUMBER: _ClassVar[int]
     MANIFEST_FIELD_NUMBER: _ClassVar[int]
+    EVIDENCE_CHUNK_IDS_FIELD_NUMBER: _ClassVar[int]
     trace_id: str
     answer: str
     citations: _containers.RepeatedCompositeFieldContainer[_common_pb2.Citation]
@@ -93,7 +98,8 @@ class DoneEvent(_message.Message):
     abstained: bool
     generator: str
     manifest: _common_pb2.Manifest
-    def __init__(self, trace_id: _Optional[str] = ..., answer: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[_common_pb2.Citation, _Mapping]]] = ..., confidence: _Optional[float] = ..., abstained: _Optional[bool] = ..., generator: _Optional[str] = ..., manifest: _Optional[_Union[_common_pb2.Manifest, _Mapping]] = ...) -> None: ...
+    evidence_chunk_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, trace_id: _Optional[str] = ..., answer: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[_common_pb2.Citation, _Mapping]]] = ..., confidence: _Optional[float] = ..., abstained: _Optional[bool] = ..., generator: _Optional[str] = ..., manifest: _Optional[_Union[_common_pb2.Manifest, _Mapping]] = ..., evidence_chunk_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class AskResponse(_message.Message):
     __slots__ = ("start", "route", "tool_call", "evidence", "delta", "verification", "done")

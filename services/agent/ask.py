@@ -20,7 +20,7 @@ from ragstack.config import GenerationConfig
 from ragstack.errors import InvalidArgument, RagstackError, TraceNotFound
 from ragstack.telemetry import REQUEST_ID, current_trace_id
 from ragstack.traces import TraceStore
-from services.agent import generate, grading
+from services.agent import bridge, generate, grading
 from services.agent.classify import classify
 from services.agent.llm_steps import llm_grade, llm_standalone
 from services.agent.router import aggregate, route
@@ -38,6 +38,18 @@ log = logging.getLogger(__name__)
 tracer = trace.get_tracer("ragstack.agent")
 
 _GRAPH_MODES = (d.SearchMode.GRAPH_LOCAL, d.SearchMode.GRAPH_GLOBAL)
+
+
+@dataclass(frozen=True)
+class _Step:
+    """A search the loop will make: graded against `asked`, the question it serves."""
+
+    query: str
+    mode: d.SearchMode
+    asked: str
+    hint: str = ""
+    where: d.SearchFilter = field(default_factory=d.SearchFilter)
+    tool: str = "search"
 
 
 @dataclass
@@ -115,8 +127,17 @@ class Agent:
         self._new_trace_id = new_trace_id
 
     async def ask(
-        self, question: str, library: str, mode: d.SearchMode, top_k: int, session_id: str = ""
+        self,
+        question: str,
+        library: str,
+        mode: d.SearchMode,
+        top_k: int,
+        session_id: str = "",
+        *,
+        skip_memory: bool = False,
     ) -> AsyncIterator[d.AskEvent]:
+        """`skip_memory`: answer on its own, neither recalling similar earlier questions nor
+        remembering this one (evaluations, batch runs)."""
         question = question.strip()
         if not question:
             raise InvalidArgument("question is empty")
@@ -135,6 +156,7 @@ class Agent:
                 "session_id": session_id,
                 "session_key": session_key(caller.name, session_id) if session_id else "",
                 "request_id": REQUEST_ID.get(),  # the gateway's, passed along with the call
+                "memory": self._gen.recall_memory and not skip_memory and self._sessions is not None,
                 "started_at": self._now().isoformat(),
             }
             start = self._clock()
@@ -158,7 +180,7 @@ class Agent:
             self._sessions.add(
                 session_id, question, record["standalone_question"], done.answer, done.abstained, at
             )
-        if not done.abstained and self._gen.recall_memory:
+        if not done.abstained and record["memory"]:
             documents = list(dict.fromkeys(c.chunk.document_id for c in done.citations if c.sql is None))
             self._sessions.remember(
                 library, record["standalone_question"], done.answer, documents, at, record["principal"]
@@ -317,6 +339,7 @@ class Agent:
             abstained=verification.abstain,
             generator=generator,
             manifest=verification.manifest,
+            evidence_chunk_ids=tuple(e.hit.chunk.chunk_id for e in evidence) if draft else (),
         )
 
     async def _route(
@@ -360,11 +383,10 @@ class Agent:
         """The bounded search loop: one search per sub-question (or the question), each graded; a
         search graded incorrect is followed by another tool (new keywords, or another retrieval
         mode) while the step budget lasts, unless the request fixed the mode. The evidence is every
-        useful search's hits, taken in turn."""
-        # (query, mode, the question it answers, hint, filter): a retry is graded against its question.
-        everything = d.SearchFilter()
-        queue = [(q, chosen.mode, q, "", everything) for q in chosen.sub_questions] or [
-            (question, chosen.mode, question, "", everything)
+        useful search's hits, taken in turn. A question that chains facts is searched again from
+        what its first search found (bridge searches)."""
+        queue = [_Step(q, chosen.mode, q) for q in chosen.sub_questions] or [
+            _Step(question, chosen.mode, question)
         ]
         record.setdefault("tool_calls", [])
         record.setdefault("grades", [])
@@ -372,15 +394,16 @@ class Agent:
         if recalled is not None:
             yield d.ToolCallEvent("recall_memory", json.dumps({"query": question}), 1, 0.0)
             hint = f"recalled: {recalled.question}"
-            queue.append(
-                (question, chosen.mode, question, hint, d.SearchFilter(document_ids=recalled.documents))
-            )
+            where = d.SearchFilter(document_ids=recalled.documents)
+            queue.append(_Step(question, chosen.mode, question, hint, where))
         budget = max(self._gen.max_steps, len(queue))
         tried: dict[str, set[d.SearchMode]] = {}
         widened: set[str] = set()
+        bridged = not chosen.chains_facts
         steps: list[tuple[list[d.SearchHit], str]] = []
         while queue and budget > 0:
-            query, mode, asked, hint, where = queue.pop(0)
+            step = queue.pop(0)
+            query, mode, asked, where = step.query, step.mode, step.asked, step.where
             budget -= 1
             with tracer.start_as_current_span("agent.retrieve"):
                 t0 = self._clock()
@@ -394,9 +417,9 @@ class Agent:
             score, grade, grader = await self._grade(asked, hits)
             record["tool_calls"].append(
                 {
-                    "tool": "search",
+                    "tool": step.tool,
                     "arguments": args,
-                    "hint": hint,
+                    "hint": step.hint,
                     "result_count": len(hits),
                     "took_ms": round(took, 1),
                     "hits": [
@@ -410,9 +433,19 @@ class Agent:
                 }
             )
             record["grades"].append({"query": query, "grade": grade, "score": score, "grader": grader})
-            yield d.ToolCallEvent("search", json.dumps(args), len(hits), took)
+            yield d.ToolCallEvent(step.tool, json.dumps(args), len(hits), took)
             yield d.EvidenceEvent(tuple(hits), grade, score)
             steps.append((hits, grade))
+            if not bridged and asked == question and grade != grading.INCORRECT:
+                # The top hits name what the question only describes: search again from them
+                # (steps of their own, bounded by generation.bridge_searches).
+                bridged = True
+                found_by = bridge.bridges(question, hits, self._gen.bridge_searches)
+                budget += len(found_by)
+                queue[:0] = [
+                    _Step(b.query, ran, question, f"bridge from {b.from_chunk}", where, "bridge_search")
+                    for b in found_by
+                ]
             if (
                 grade == grading.AMBIGUOUS
                 and self._gen.read_neighbours
@@ -446,16 +479,8 @@ class Agent:
                 retry = grading.corrective(asked, ran, tried[asked])
                 if retry is not None:
                     text, again = retry
-                    queue.insert(
-                        0,
-                        (
-                            text,
-                            again,
-                            asked,
-                            f"evidence graded incorrect: retrying with {again.value}",
-                            where,
-                        ),
-                    )
+                    hint = f"evidence graded incorrect: retrying with {again.value}"
+                    queue.insert(0, _Step(text, again, asked, hint, where))
         useful = [h for h, g in steps if g != grading.INCORRECT]
         if not useful:  # every search missed: no draft, the first search's hits stay as the sources
             found.hits = steps[0][0] if steps else []
@@ -481,7 +506,7 @@ class Agent:
     async def _recall(self, question: str, library: str, record: dict[str, Any]) -> Memory | None:
         """The most similar question the caller had answered before in this library (any session),
         when it is close enough (`generation.recall_threshold`); its documents are then searched too."""
-        if self._sessions is None or not self._gen.recall_memory:
+        if self._sessions is None or not record["memory"]:
             return None
         memories = self._sessions.memories(library, record["principal"])
         if not memories:

@@ -81,4 +81,11 @@ async def classify(llm: JsonLLM, question: str, timeout_s: float) -> RouteEvent 
     reason = (
         f"{found.intent} ({found.complexity}{', ambiguous' if found.ambiguous else ''}): {found.strategy}"
     )
-    return RouteEvent(_MODES[found.strategy], "llm", reason, subs, top_k=found.top_k)
+    return RouteEvent(
+        _MODES[found.strategy],
+        "llm",
+        reason,
+        subs,
+        top_k=found.top_k,
+        chains_facts=found.complexity == "multi-hop" and not subs,
+    )

@@ -28,6 +28,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             convert.mode_from_pb(request.mode),
             request.top_k,
             request.session_id,
+            skip_memory=request.skip_memory,
         )
         async for event in events:
             yield convert.ask_event_to_pb(event)

@@ -31,6 +31,7 @@ def test_report_aggregates_abstention_and_supporting_recall() -> None:
         "contains": True,
         "abstained": False,
         "impossible": False,
+        "evidence": 4,
     }
     rows = [
         {**row, "supported": True, "supporting_share": 1.0, "ms": 10.0},
@@ -52,7 +53,7 @@ def test_report_aggregates_abstention_and_supporting_recall() -> None:
     assert report["answer_recall"] == 0.5 and report["abstention_precision"] == 1.0
     assert report["abstention_recall"] == 1.0 and report["no_answer_accuracy"] == 1.0
     assert report["supporting_all_found"] == 0.5 and report["supporting_recall"] == 0.75
-    assert report["latency_ms_p50"] == 20.0
+    assert report["latency_ms_p50"] == 20.0 and report["evidence_chunks_mean"] == 4.0
 
 
 async def test_eval_qa_through_the_services(tmp_path: Path, resources) -> None:  # type: ignore[no-untyped-def]
@@ -80,3 +81,4 @@ async def test_eval_qa_through_the_services(tmp_path: Path, resources) -> None: 
     assert report["questions"] == 2 and report["dataset"] == "mini"
     assert report["supporting_all_found"] == 1.0 and report["answer_recall"] == 1.0
     assert "abstention_recall" not in report  # the set says nothing about unanswerable questions
+    assert report["embedded"] is True and 1 <= report["evidence_chunks_mean"] <= 5

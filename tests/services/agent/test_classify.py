@@ -15,12 +15,12 @@ from services.agent.classify import classify
 from tests.tools.ollama_server import OllamaServer
 
 UNDERSTOOD = {
-    "intent": "compare two directors",
+    "intent": "compare two artists",
     "complexity": "multi-hop",
     "ambiguous": False,
     "strategy": "agentic",
     "top_k": 8,
-    "sub_questions": ["What nationality is Scott Derrickson?", "What nationality was Ed Wood?"],
+    "sub_questions": ["What nationality is Mara Quellen?", "What nationality was Tomas Brek?"],
 }
 
 
@@ -31,7 +31,7 @@ def llm_for(server: OllamaServer) -> LLM:
 async def test_a_valid_classification_routes() -> None:
     with OllamaServer("test", lambda request: json.dumps(UNDERSTOOD)).serve() as server:
         route = await classify(
-            llm_for(server), "Were Scott Derrickson and Ed Wood of the same nationality?", 5
+            llm_for(server), "Were Mara Quellen and Tomas Brek of the same nationality?", 5
         )
     assert route is not None and route.classifier == "llm" and route.mode == SearchMode.HYBRID
     assert route.sub_questions == tuple(UNDERSTOOD["sub_questions"]) and route.top_k == 8

@@ -21,7 +21,7 @@ from tests.services.agent.test_ask import LocalVerifier, ScriptedLLM
 from tests.services.agent.test_loop import PAGES, ScriptedRetriever, hit
 from tests.tools.ollama_server import OllamaServer
 
-QUESTION = "Which films is Ed Wood known for?"
+QUESTION = "Which scenes is Tomas Brek known for?"
 
 
 def agent(tmp_path: Path, embedder, retriever, llm, sessions=None, **gen: Any) -> Agent:  # type: ignore[no-untyped-def]
@@ -45,7 +45,7 @@ def scripted(grades: list[dict[str, Any]], standalone: str = "") -> Any:
             return json.dumps({"standalone": standalone})
         if request.get("format"):
             return "{}"  # the router: off-schema, so the heuristic routes
-        return "Ed Wood is known for low-budget films [1]."
+        return "Tomas Brek is known for night scenes [1]."
 
     return reply
 
@@ -53,10 +53,10 @@ def scripted(grades: list[dict[str, Any]], standalone: str = "") -> Any:
 async def test_the_llm_grades_the_evidence_and_its_incorrect_means_another_tool(
     tmp_path: Path, embedder
 ) -> None:  # type: ignore[no-untyped-def]
-    retriever = ScriptedRetriever(embedder, lambda q, m: [PAGES["wood"]])
+    retriever = ScriptedRetriever(embedder, lambda q, m: [PAGES["brek"]])
     grades = [
-        {"grade": "incorrect", "score": 0.1, "reason": "about a material"},  # though the scores say correct
-        {"grade": "correct", "score": 0.9, "reason": "names the films"},
+        {"grade": "incorrect", "score": 0.1, "reason": "about a village"},  # though the scores say correct
+        {"grade": "correct", "score": 0.9, "reason": "names the scenes"},
         {"grade": "correct", "score": 0.9, "reason": "the whole evidence"},
     ]
     with OllamaServer("test", scripted(grades)).serve() as server:
@@ -72,7 +72,7 @@ async def test_the_llm_grades_the_evidence_and_its_incorrect_means_another_tool(
 
 
 async def test_an_off_schema_grade_falls_back_to_the_scores(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
-    retriever = ScriptedRetriever(embedder, lambda q, m: [PAGES["wood"]])
+    retriever = ScriptedRetriever(embedder, lambda q, m: [PAGES["brek"]])
     wrong = [{"grade": "great", "score": 7}] * 4  # not a grade, out of range: refused twice per call
     with OllamaServer("test", scripted(wrong)).serve() as server:
         llm = LLM(LLMConfig(host=server.url, model="test", timeout_s=10))
@@ -85,35 +85,37 @@ async def test_an_off_schema_grade_falls_back_to_the_scores(tmp_path: Path, embe
 async def test_the_llm_rewrites_a_follow_up_and_a_rewrite_that_answers_is_refused(
     tmp_path: Path, embedder
 ) -> None:  # type: ignore[no-untyped-def]
-    def asked_about_wood(at: str) -> SessionStore:
-        """The session's latest turn is the question about Ed Wood."""
+    def asked_about_brek(at: str) -> SessionStore:
+        """The session's latest turn is the question about Tomas Brek."""
         store = SessionStore(tmp_path / "sessions.sqlite")
-        store.add("s1", "Who was Ed Wood?", "Who was Ed Wood?", "An American filmmaker [1].", False, at)
+        store.add(
+            "s1", "Who was Tomas Brek?", "Who was Tomas Brek?", "A Czech cinematographer [1].", False, at
+        )
         return store
 
-    store = asked_about_wood("2026-11-30T00:00:00")
+    store = asked_about_brek("2026-11-30T00:00:00")
     for standalone, expected, how in (
-        ("Which films did Ed Wood direct?", "Which films did Ed Wood direct?", "llm"),
-        ("Plan 9 from Outer Space.", "Which films did Ed Wood direct?", "heuristic"),  # an answer, refused
+        ("Which films did Tomas Brek shoot?", "Which films did Tomas Brek shoot?", "llm"),
+        ("Harbour Lights at Dusk.", "Which films did Tomas Brek shoot?", "heuristic"),  # an answer, refused
     ):
-        retriever = ScriptedRetriever(embedder, lambda q, m: [PAGES["wood"]])
+        retriever = ScriptedRetriever(embedder, lambda q, m: [PAGES["brek"]])
         with OllamaServer("test", scripted([], standalone)).serve() as server:
             llm = LLM(LLMConfig(host=server.url, model="test", timeout_s=10))
             a = agent(tmp_path, embedder, retriever, llm, sessions=store)
             events = [
-                e async for e in a.ask("Which films did he direct?", "default", d.SearchMode.AUTO, 0, "s1")
+                e async for e in a.ask("Which films did he shoot?", "default", d.SearchMode.AUTO, 0, "s1")
             ]
         route = next(e for e in events if isinstance(e, d.RouteEvent))
         assert route.standalone_question == expected and retriever.calls[0][0] == expected
         done = events[-1]
         assert isinstance(done, d.DoneEvent) and a.trace(done.trace_id)["rewrite"] == how
         store.close()
-        store = asked_about_wood("2026-11-30T00:00:01")
+        store = asked_about_brek("2026-11-30T00:00:01")
 
 
 async def test_ambiguous_evidence_reads_the_neighbouring_chunks(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
-    related = hit("wood", "Wood is a material used for furniture.")  # graded ambiguous
-    around = "Ed Wood directed Plan 9 from Outer Space and Glen or Glenda, the films he is known for."
+    related = hit("brek", "Brek is a small village in the Moravian hills.")  # graded ambiguous
+    around = "Tomas Brek shot Harbour Lights at Dusk and The Ninth Lantern, known for their night scenes."
 
     class Neighbours(ScriptedRetriever):
         async def search(self, query, library, top_k, mode, where=None, expand_context=False):  # type: ignore[no-untyped-def]
@@ -128,5 +130,5 @@ async def test_ambiguous_evidence_reads_the_neighbouring_chunks(tmp_path: Path, 
     grades = [e.grade for e in events if isinstance(e, d.EvidenceEvent)]
     assert tools[:2] == ["search", "read_neighbours"] and grades[:2] == ["ambiguous", "correct"]
     done = events[-1]
-    assert isinstance(done, d.DoneEvent) and not done.abstained and "Plan 9" in done.answer
-    assert [c.chunk.chunk_id for c in done.citations] == ["wood:0"]  # the chunk, with its neighbours quoted
+    assert isinstance(done, d.DoneEvent) and not done.abstained and "Harbour Lights" in done.answer
+    assert [c.chunk.chunk_id for c in done.citations] == ["brek:0"]  # the chunk, with its neighbours quoted

@@ -19,8 +19,8 @@ def hit(doc: str, text: str) -> d.SearchHit:
 
 
 PAGES = {
-    "derrickson": hit("derrickson", "Scott Derrickson is an American director of horror films."),
-    "wood": hit("wood", "Ed Wood was an American filmmaker known for low-budget films."),
+    "quellen": hit("quellen", "Mara Quellen is a Norwegian sculptor of bronze figures."),
+    "brek": hit("brek", "Tomas Brek was a Czech cinematographer known for night scenes."),
     "noise": hit("noise", "The weather in the mountains changes quickly in spring."),
 }
 
@@ -63,45 +63,45 @@ async def ask(agent: Agent, question: str, mode: d.SearchMode = d.SearchMode.AUT
 
 async def test_a_comparison_searches_each_side_and_answers_from_both(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
     def answer(query: str, mode: d.SearchMode) -> list[d.SearchHit]:
-        first = PAGES["derrickson"] if "Derrickson" in query else PAGES["wood"]
+        first = PAGES["quellen"] if "Quellen" in query else PAGES["brek"]
         return [first, PAGES["noise"]]
 
     retriever = ScriptedRetriever(embedder, answer)
     events = await ask(
         agent_with(tmp_path, embedder, retriever),
-        "Were Scott Derrickson and Ed Wood of the same nationality?",
+        "Were Mara Quellen and Tomas Brek of the same nationality?",
     )
     route = next(e for e in events if isinstance(e, d.RouteEvent))
     assert route.sub_questions == (
-        "Were Scott Derrickson of the same nationality?",
-        "Were Ed Wood of the same nationality?",
+        "Were Mara Quellen of the same nationality?",
+        "Were Tomas Brek of the same nationality?",
     )
     assert [q for q, _ in retriever.calls] == list(route.sub_questions)
     evidence = [e for e in events if isinstance(e, d.EvidenceEvent)]
     assert len(evidence) == 3  # one per search, then the whole
-    assert [h.chunk.document_id for h in evidence[-1].hits][:2] == ["derrickson", "wood"]
+    assert [h.chunk.document_id for h in evidence[-1].hits][:2] == ["quellen", "brek"]
     done = events[-1]
     assert isinstance(done, d.DoneEvent) and {c.chunk.document_id for c in done.citations} >= {
-        "derrickson",
-        "wood",
+        "quellen",
+        "brek",
     }
 
 
 async def test_incorrect_evidence_is_retried_with_another_tool(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
     def answer(query: str, mode: d.SearchMode) -> list[d.SearchHit]:
-        return [PAGES["wood"]] if mode == d.SearchMode.LEXICAL else [PAGES["noise"]]
+        return [PAGES["brek"]] if mode == d.SearchMode.LEXICAL else [PAGES["noise"]]
 
     retriever = ScriptedRetriever(embedder, answer)
     agent = agent_with(tmp_path, embedder, retriever)
-    events = await ask(agent, "Which films is Ed Wood known for?")
+    events = await ask(agent, "Which scenes is Tomas Brek known for?")
     assert retriever.calls == [
-        ("Which films is Ed Wood known for?", d.SearchMode.HYBRID),
-        ("films ed wood known", d.SearchMode.LEXICAL),  # the keywords alone, through BM25
+        ("Which scenes is Tomas Brek known for?", d.SearchMode.HYBRID),
+        ("scenes tomas brek known", d.SearchMode.LEXICAL),  # the keywords alone, through BM25
     ]
     grades = [e.grade for e in events if isinstance(e, d.EvidenceEvent)]
     assert grades[0] == "incorrect" and grades[1] != "incorrect"
     done = events[-1]
-    assert isinstance(done, d.DoneEvent) and [c.chunk.document_id for c in done.citations] == ["wood"]
+    assert isinstance(done, d.DoneEvent) and [c.chunk.document_id for c in done.citations] == ["brek"]
     trace = agent.trace(done.trace_id)
     assert trace["tool_calls"][1]["hint"].startswith("evidence graded incorrect")
 
@@ -109,13 +109,15 @@ async def test_incorrect_evidence_is_retried_with_another_tool(tmp_path: Path, e
 async def test_the_budget_bounds_the_retries_and_an_explicit_mode_is_kept(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
     retriever = ScriptedRetriever(embedder, lambda q, m: [PAGES["noise"]])
     events = await ask(
-        agent_with(tmp_path, embedder, retriever, max_steps=3), "Which films is Ed Wood known for?"
+        agent_with(tmp_path, embedder, retriever, max_steps=3), "Which scenes is Tomas Brek known for?"
     )
     assert [m for _, m in retriever.calls] == [d.SearchMode.HYBRID, d.SearchMode.LEXICAL, d.SearchMode.DENSE]
     assert isinstance(events[-1], d.DoneEvent) and events[-1].abstained
     fixed = ScriptedRetriever(embedder, lambda q, m: [PAGES["noise"]])
-    await ask(agent_with(tmp_path, embedder, fixed), "Which films is Ed Wood known for?", d.SearchMode.DENSE)
-    assert fixed.calls == [("Which films is Ed Wood known for?", d.SearchMode.DENSE)]
+    await ask(
+        agent_with(tmp_path, embedder, fixed), "Which scenes is Tomas Brek known for?", d.SearchMode.DENSE
+    )
+    assert fixed.calls == [("Which scenes is Tomas Brek known for?", d.SearchMode.DENSE)]
 
 
 async def test_a_similar_question_recalls_the_documents_that_answered_before(
@@ -124,26 +126,61 @@ async def test_a_similar_question_recalls_the_documents_that_answered_before(
     from services.agent.sessions import SessionStore
 
     def answer(query: str, mode: d.SearchMode) -> list[d.SearchHit]:
-        return [PAGES["wood"], PAGES["noise"]]
+        return [PAGES["brek"], PAGES["noise"]]
 
     store = SessionStore(tmp_path / "sessions.sqlite")
     first = ScriptedRetriever(embedder, answer)
-    done = (await ask(agent_with(tmp_path, embedder, first, sessions=store), "What was Ed Wood known for?"))[
-        -1
-    ]
+    done = (
+        await ask(agent_with(tmp_path, embedder, first, sessions=store), "What was Tomas Brek known for?")
+    )[-1]
     assert isinstance(done, d.DoneEvent) and not done.abstained
-    assert store.memories("default")[0].documents == ("wood",)
+    assert store.memories("default")[0].documents == ("brek",)
 
     later = ScriptedRetriever(embedder, answer)
-    events = await ask(agent_with(tmp_path, embedder, later, sessions=store), "What is Ed Wood known for?")
+    events = await ask(agent_with(tmp_path, embedder, later, sessions=store), "What is Tomas Brek known for?")
     tools = [e.tool for e in events if isinstance(e, d.ToolCallEvent)]
     assert tools == ["recall_memory", "search", "search"]
     assert later.filters[-1] == d.SearchFilter(
-        document_ids=("wood",)
+        document_ids=("brek",)
     )  # the remembered documents, searched too
     unrelated = ScriptedRetriever(embedder, answer)
     events = await ask(agent_with(tmp_path, embedder, unrelated, sessions=store), "How do volcanoes form?")
     assert "recall_memory" not in [e.tool for e in events if isinstance(e, d.ToolCallEvent)]
+
+
+async def test_skip_memory_neither_recalls_nor_remembers(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+    from services.agent.sessions import SessionStore
+
+    store = SessionStore(tmp_path / "sessions.sqlite")
+    retriever = ScriptedRetriever(embedder, lambda q, m: [PAGES["brek"], PAGES["noise"]])
+    agent = agent_with(tmp_path, embedder, retriever, sessions=store)
+    question = "What was Tomas Brek known for?"
+    [e async for e in agent.ask(question, "default", d.SearchMode.AUTO, 0, skip_memory=True)]
+    assert store.memories("default") == []  # not remembered
+    await ask(agent, question)  # remembered this time
+    events = [e async for e in agent.ask(question, "default", d.SearchMode.AUTO, 0, skip_memory=True)]
+    assert "recall_memory" not in [e.tool for e in events if isinstance(e, d.ToolCallEvent)]
+    assert len(store.memories("default")) == 1
+
+
+async def test_done_names_the_evidence_the_draft_was_written_from(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+    def answer(query: str, mode: d.SearchMode) -> list[d.SearchHit]:
+        # The fused search misses; BM25 on the keywords finds the page.
+        return [PAGES["brek"], PAGES["quellen"]] if mode == d.SearchMode.LEXICAL else [PAGES["noise"]]
+
+    events = await ask(
+        agent_with(tmp_path, embedder, ScriptedRetriever(embedder, answer)),
+        "Which scenes is Tomas Brek known for?",
+    )
+    done = events[-1]
+    assert isinstance(done, d.DoneEvent) and not done.abstained
+    # The set-aside search (graded incorrect) is not part of it; the kept one is, in numbered order.
+    assert done.evidence_chunk_ids == ("brek:0", "quellen:0")
+    missed = await ask(
+        agent_with(tmp_path, embedder, ScriptedRetriever(embedder, lambda q, m: [PAGES["noise"]])),
+        "Which scenes is Tomas Brek known for?",
+    )
+    assert isinstance(missed[-1], d.DoneEvent) and missed[-1].evidence_chunk_ids == ()  # no draft
 
 
 async def test_directives_inside_documents_are_never_quoted(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
