@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ragstack.config import Config
 
@@ -27,6 +27,13 @@ class Resources:
 
         m = self.cfg.models
         return Embedder(m.embedder_dir, m.provider, m.batch_size, m.max_length, m.threads)
+
+    @functools.cached_property
+    def parser(self) -> Any:
+        """spaCy's tagger and parser (`ragstack.nlp`)."""
+        from ragstack.nlp import load_parser
+
+        return load_parser()
 
     @functools.cached_property
     def llm(self) -> LLM:

@@ -22,13 +22,19 @@ STOPWORDS = frozenset(
 _BLOCK_BREAK = re.compile(r"\n\s*\n|\n(?=[ \t]*(?:[-*+]|\d+[.)])[ \t])")
 
 
-def split_sentences(text: str) -> list[str]:
-    """Sentences of prose, whitespace-normalised, empty ones dropped."""
-    return [s for block in _BLOCK_BREAK.split(text) for s in _split_block(block)]
+def split_sentences(text: str, keep_lines: bool = False) -> list[str]:
+    """Sentences of prose, whitespace-normalised, empty ones dropped. `keep_lines`: a line break
+    inside a sentence stays one (spaces around it dropped), so that what stood on a line of its own
+    can still be told apart (the chunker keeps them; see services/agent/generate.strips)."""
+    return [s for block in _BLOCK_BREAK.split(text) for s in _split_block(block, keep_lines)]
 
 
-def _split_block(text: str) -> list[str]:
-    flat = " ".join(text.split())
+_SPACES = re.compile(r"[^\S\n]+")
+_AROUND_BREAK = re.compile(r" ?\n[\s]*")
+
+
+def _split_block(text: str, keep_lines: bool = False) -> list[str]:
+    flat = _AROUND_BREAK.sub("\n", _SPACES.sub(" ", text)).strip() if keep_lines else " ".join(text.split())
     if not flat:
         return []
     parts: list[str] = []

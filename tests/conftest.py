@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
@@ -25,6 +26,15 @@ SHARED = ROOT.parent / "shared"
 MODEL_DIR = ROOT / "models" / "all-minilm-l6-v2"
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@functools.cache
+def instruction_detector() -> Any:
+    """One spaCy parser for every test's agent (it loads in under a second)."""
+    from ragstack.nlp import load_parser
+    from services.agent.instructions import InstructionDetector
+
+    return InstructionDetector(load_parser())
 
 
 def make_config(data_dir: Path, **sections: dict) -> Config:

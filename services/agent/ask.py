@@ -3,6 +3,7 @@ with one JSON trace per query. Peers are reached through ports, never through gr
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -113,7 +114,12 @@ class Agent:
         new_trace_id: Callable[[], str] = lambda: uuid.uuid4().hex,
         sessions: SessionStore | None = None,
         sql_answer_rows: int = 20,
+        *,
+        directed: Callable[[str], bool],
     ) -> None:
+        """`directed`: whether a sentence of a document instructs its reader
+        (`instructions.InstructionDetector`); such sentences are quoted only when asked about."""
+        self._directed = directed
         self._sessions = sessions
         self._sql_rows = sql_answer_rows
         self._retriever = retriever
@@ -255,11 +261,12 @@ class Agent:
                 record["no_draft_reason"] = "evidence graded incorrect"
                 generator = "none"
             elif evidence and await self._llm.available():
+                messages = await asyncio.to_thread(
+                    generate.llm_messages, asked, evidence, self._directed, question
+                )
                 try:
                     parts = []
-                    async for piece in self._llm.stream_chat(
-                        generate.llm_messages(asked, evidence, question)
-                    ):
+                    async for piece in self._llm.stream_chat(messages):
                         parts.append(piece)
                         yield d.DeltaEvent(piece)
                     draft, generator = "".join(parts).strip(), self._llm.name
@@ -547,7 +554,17 @@ class Agent:
         except RagstackError as err:  # word overlap alone still gives an answer
             record["score_error"] = str(err)
             semantic = [0.0] * len(candidates)
-        return generate.extractive_answer(question, candidates, semantic, self._gen.max_answer_sentences)
+        extract = await asyncio.to_thread(
+            generate.extractive_answer,
+            question,
+            candidates,
+            semantic,
+            self._gen.max_answer_sentences,
+            self._directed,
+        )
+        if extract.left_out:  # instructions in the documents, not quoted: the trace shows them
+            record["instructions_left_out"] = list(extract.left_out)
+        return extract.answer
 
     def sessions(self, limit: int) -> list[SessionInfo]:
         """The caller's sessions (every session for an admin)."""

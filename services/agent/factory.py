@@ -9,6 +9,7 @@ from ragstack.rpc.clients import RetrieveClient, VerifyClient, open_channel
 from ragstack.service import ServiceSpec
 from ragstack.traces import TraceStore
 from services.agent.ask import Agent
+from services.agent.instructions import InstructionDetector
 from services.agent.servicer import AgentServicer, register
 from services.agent.sessions import SessionStore
 
@@ -28,6 +29,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         default_top_k=cfg.retrieve.top_k,
         sessions=sessions,
         sql_answer_rows=cfg.sql.answer_rows,
+        directed=InstructionDetector(res.parser).directed,
     )
 
     async def close() -> None:

@@ -7,8 +7,9 @@ service can check each claim against what it cites.
 from __future__ import annotations
 
 import html
+import itertools
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
 from ragstack.domain import SearchHit
@@ -30,7 +31,10 @@ _INLINE_MARKUP = re.compile(r"\*\*|__|`")
 
 MIN_STRIP_WORDS = 5
 KEEP_RELATIVE = 0.8  # a strip is kept when it scores at least this share of the best one
-MIN_SEMANTIC = 0.45  # a strip sharing no word with the question must at least be this close in meaning
+# An instruction in a document (services/agent/instructions.py) is quoted, or shown to the LLM, only
+# when it holds this share of the question's content words: the question is about it. Set by hand.
+INSTRUCTION_OVERLAP = 0.5
+LEFT_OUT = "[an instruction in this document, left out]"
 
 ABSTAIN_NOTICE = (
     "The sources found do not support an answer to this question well enough, so none is given. "
@@ -49,13 +53,18 @@ def number_evidence(hits: Sequence[SearchHit]) -> list[NumberedEvidence]:
 
 
 def llm_messages(
-    question: str, evidence: Sequence[NumberedEvidence], standalone: str = ""
+    question: str,
+    evidence: Sequence[NumberedEvidence],
+    directed: Callable[[str], bool],
+    standalone: str = "",
 ) -> list[dict[str, str]]:
-    """The question as the user asked it; in a conversation also as retrieval understood it."""
+    """The question as the user asked it; in a conversation also as retrieval understood it. The
+    documents' instructions that the question is not about are left out (`without_instructions`)."""
     docs = "\n\n".join(
         f'<document ref="{e.ref}" title="{_attr(e.hit.chunk.title)}" '
         f'section="{_attr(" > ".join(e.hit.chunk.heading_path))}">\n'
-        f"{_CLOSING_TAG.sub('&lt;/document&gt;', e.hit.chunk.text)}\n</document>"
+        f"{_CLOSING_TAG.sub('&lt;/document&gt;', without_instructions(e.hit.chunk.text, question, directed))}"
+        "\n</document>"
         for e in evidence
     )
     return [
@@ -76,6 +85,24 @@ def _attr(value: str) -> str:
     return html.escape(value, quote=True)
 
 
+def answers_instruction(sentence: str, question: str) -> bool:
+    """Whether the question is about this sentence: it holds `INSTRUCTION_OVERLAP` of the
+    question's content words."""
+    asked = content_words(question)
+    return bool(asked) and len(asked & content_words(sentence)) / len(asked) >= INSTRUCTION_OVERLAP
+
+
+def without_instructions(text: str, question: str, directed: Callable[[str], bool]) -> str:
+    """`text` with each sentence that instructs its reader replaced by `LEFT_OUT`, unless the
+    question is about it. Line by line, so an instruction on a line of its own goes alone."""
+    out = []
+    for line in text.splitlines():
+        sentences = split_sentences(line)
+        kept = [LEFT_OUT if not answers_instruction(x, question) and directed(x) else x for x in sentences]
+        out.append(" ".join(kept) if kept != sentences else line)
+    return "\n".join(out)
+
+
 @dataclass(frozen=True)
 class Strip:
     """A sentence of an evidence chunk, the unit an extractive answer quotes."""
@@ -85,56 +112,71 @@ class Strip:
     position: int  # within its chunk
     text: str
     heading: str
-
-
-# Text addressed to the assistant rather than to a reader ("Enhance your response by...", "Ignore
-# previous instructions", "Reply in German"): documents are data, so an answer never quotes it on.
-_DIRECTIVE = re.compile(
-    r"\byour\s+(?:response|responses|reply|replies|answer|answers)\b"
-    r"|\b(?:ignore|disregard|forget)\s+(?:all\s+|any\s+)?(?:the\s+)?(?:previous|prior|above|earlier|your)\b"
-    r"|\b(?:system|developer)\s+prompt\b|\bnew\s+instructions?\b|\bas an (?:ai|assistant|llm)\b"
-    r"|\b(?:reply|respond|answer)\s+(?:only\s+)?(?:in|using|with)\s+(?:reverse|base\d+|emojis?|code|"
-    r"german|french|spanish|italian|portuguese|chinese|japanese|russian|arabic|hindi|korean|dutch)\b",
-    re.IGNORECASE,
-)
+    pieces: tuple[str, ...] = ()  # its parts on the lines it spans: each may instruct on its own
 
 
 def strips(evidence: Sequence[NumberedEvidence]) -> list[Strip]:
-    """The quotable sentences of the evidence: fragments (list tails, short labels) and directives
-    to the assistant are left out."""
-    return [
-        Strip(e.ref, rank, pos, sentence, " ".join(e.hit.chunk.heading_path))
-        for rank, e in enumerate(evidence)
-        for pos, sentence in enumerate(split_sentences(_prose(e.hit.chunk.text)))
-        if len(sentence.split()) >= MIN_STRIP_WORDS
-        and not sentence[0].islower()
-        and not sentence.endswith(":")
-        and not _DIRECTIVE.search(sentence)
-    ]
+    """The quotable sentences of the evidence: fragments (list tails, short labels) and questions
+    (they state nothing) are left out."""
+    out = []
+    for rank, e in enumerate(evidence):
+        text = _prose(e.hit.chunk.text)
+        # How each line begins: an instruction on a line of its own may run into the line before.
+        starts = [" ".join(line.split())[:40] for line in text.splitlines() if line.strip()]
+        for pos, sentence in enumerate(split_sentences(text)):
+            if (
+                len(sentence.split()) >= MIN_STRIP_WORDS
+                and not sentence[0].islower()
+                and not sentence.endswith((":", "?"))
+            ):
+                cuts = sorted({0, *(i for s in starts if (i := sentence.find(s)) > 0), len(sentence)})
+                pieces = tuple(sentence[a:b].strip() for a, b in itertools.pairwise(cuts))
+                out.append(Strip(e.ref, rank, pos, sentence, " ".join(e.hit.chunk.heading_path), pieces))
+    return out
+
+
+@dataclass(frozen=True)
+class Extract:
+    answer: str
+    left_out: tuple[str, ...]  # instructions that would have been quoted, and were not
 
 
 def extractive_answer(
-    question: str, candidates: Sequence[Strip], semantic: Sequence[float], max_sentences: int
-) -> str:
+    question: str,
+    candidates: Sequence[Strip],
+    semantic: Sequence[float],
+    max_sentences: int,
+    directed: Callable[[str], bool],
+) -> Extract:
     """The strips that answer the question best, each with its ref, in reading order.
 
-    A strip's score blends its similarity to the question (`semantic`, aligned with `candidates`;
-    zeros when no scorer was reachable) with the share of the question's content words it holds;
-    words its section heading already gives count a little. Empty when no strip relates.
+    A strip is quoted only when it holds a content word of the question (the information need), and
+    an instruction to its reader only when the question is about it (`answers_instruction`). Its
+    score blends its similarity to the question (`semantic`, aligned with `candidates`; zeros when
+    no scorer was reachable) with the share of the question's content words it holds; words its
+    section heading already gives count a little. Empty when no strip relates.
     """
     q = content_words(question)
     scored: list[tuple[float, Strip]] = []
     for strip, sim in zip(candidates, semantic, strict=True):
         words = content_words(strip.text)
         overlap = len(q & words) / len(q) if q else 0.0
-        if overlap == 0 and sim < MIN_SEMANTIC:
+        if overlap == 0:
             continue
         heading = len(q & content_words(strip.heading) - words) / len(q) if q else 0.0
         score = 0.6 * sim + 0.4 * overlap + 0.1 * heading - 0.01 * strip.rank
         scored.append((score, strip))
     ranked = sorted(scored, key=lambda x: (-x[0], x[1].rank, x[1].position))
-    # Sentences far below the best one would pad the answer, not answer the question.
-    best = [x for x in ranked[:max_sentences] if x[0] >= KEEP_RELATIVE * ranked[0][0]] if ranked else []
+    best: list[tuple[float, Strip]] = []
+    left_out: list[str] = []
+    for score, strip in ranked:
+        # Sentences far below the best one would pad the answer, not answer the question.
+        if len(best) == max_sentences or (best and score < KEEP_RELATIVE * best[0][0]):
+            break
+        if any(not answers_instruction(p, question) and directed(p) for p in strip.pieces):
+            left_out.append(strip.text)
+            continue
+        best.append((score, strip))
     best.sort(key=lambda x: (x[1].rank, x[1].position))
     seen: set[str] = set()
     out = []
@@ -142,7 +184,7 @@ def extractive_answer(
         if strip.text not in seen:
             seen.add(strip.text)
             out.append(cite(strip.text, strip.ref))
-    return " ".join(out)
+    return Extract(" ".join(out), tuple(left_out))
 
 
 def cite(sentence: str, ref: str) -> str:
@@ -159,7 +201,7 @@ def _prose(text: str) -> str:
         if line.lstrip().startswith(("```", "~~~")):
             fenced = not fenced
             continue
-        if not fenced and not line.lstrip().startswith("|") and not _DIRECTIVE.search(line):
+        if not fenced and not line.lstrip().startswith("|"):
             lines.append(_INLINE_MARKUP.sub("", line.lstrip("-*+# ")))
     return "\n".join(lines)
 

@@ -154,7 +154,7 @@ def sections(markdown: str, title: str) -> list[Section]:
                 current.append(Unit(row, prose=False, sep="\n", header=head, page=page))
         else:
             assert isinstance(value, str)
-            for j, sentence in enumerate(split_sentences(value)):
+            for j, sentence in enumerate(split_sentences(value, keep_lines=True)):
                 current.append(Unit(sentence, prose=True, sep=" " if j else "\n\n", page=page))
     if current:
         out.append(Section(path(), current))

