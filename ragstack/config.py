@@ -14,6 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ragstack import policy
 from ragstack.errors import ConfigError
 
 ENV_PREFIX = "RAGSTACK__"
@@ -150,11 +151,12 @@ class RetrieveConfig(_Strict):
     max_top_k: int = Field(100, ge=1, description="Largest top_k a request may ask for.")
     candidates: int = Field(50, ge=1, description="Hits each signal contributes before fusion.")
     fusion: Literal["rrf", "score"] = Field(
-        "score", description="Hybrid fusion: min-max normalised scores (score) or reciprocal rank (rrf)."
+        policy.FUSION,
+        description="Hybrid fusion: min-max normalised scores (score) or reciprocal rank (rrf).",
     )
     rrf_k: int = Field(60, ge=1, description="Reciprocal rank fusion constant.")
     dense_weight: float = Field(
-        0.5, ge=0, le=1, description="Score fusion: weight of dense; lexical gets the rest."
+        policy.DENSE_WEIGHT, ge=0, le=1, description="Score fusion: weight of dense; lexical gets the rest."
     )
     reranker: Literal["none", "cross-encoder"] = Field(
         "none",
@@ -165,8 +167,8 @@ class RetrieveConfig(_Strict):
     rerank_factor: int = Field(10, ge=1, le=50, description="Reranked candidates = top_k times this.")
     page_search: bool = Field(
         False,
-        description="Also search whole pages and lift the chunk each page hit maps to. Off: on SciFact it "
-        "measured worse (README).",
+        description="Also search whole pages and lift the chunk each page hit maps to (off: README, "
+        "Results).",
     )
     max_per_document: int = Field(3, ge=0, description="Hits kept per document (0: no cap).")
     max_context_chars: int = Field(6000, ge=100, description="Context expansion: longest context per hit.")
@@ -179,15 +181,18 @@ class RetrieveConfig(_Strict):
     ann_nprobes: int = Field(20, ge=1, description="Dense ANN: partitions probed per query.")
     ann_refine_factor: int = Field(10, ge=1, description="Dense ANN: candidates re-ranked exactly, times k.")
     heading_boost: float = Field(
-        0.5, ge=0, le=10, description="Lexical: weight of heading-path (and title) matches; text is 1."
+        policy.HEADING_BOOST,
+        ge=0,
+        le=10,
+        description="Lexical: weight of heading-path (and title) matches; text is 1.",
     )
     max_score_texts: int = Field(512, ge=1, description="Most texts one Score request may carry.")
     graph_weight: float = Field(
         0.0,
         ge=0,
         le=1,
-        description="Hybrid: weight of graph local search in score fusion (0: not searched). Off: on "
-        "HotpotQA it did not beat plain hybrid (README).",
+        description="Hybrid: weight of graph local search in score fusion (0: not searched; off: README, "
+        "Results).",
     )
     graph_neighbours: int = Field(
         20, ge=0, le=200, description="Graph local search: neighbours followed per entity named in the query."
@@ -220,7 +225,7 @@ class GenerationConfig(_Strict):
         0.9, ge=0, le=1, description="Agent: cosine similarity at which an earlier question is recalled."
     )
     multi_hop_top_k: int = Field(
-        15,
+        policy.MULTI_HOP_TOP_K,
         ge=0,
         le=100,
         description="Agent, heuristic route: hits per search, and evidence kept, for a question that "
@@ -228,7 +233,7 @@ class GenerationConfig(_Strict):
         "relations); 0 keeps retrieve.top_k.",
     )
     bridge_searches: int = Field(
-        3,
+        policy.BRIDGE_SEARCHES,
         ge=0,
         le=5,
         description="Agent: for a question that chains facts, follow-up searches made from the first "
@@ -250,13 +255,15 @@ class GenerationConfig(_Strict):
 
 class VerifyConfig(_Strict):
     support_threshold: float = Field(
-        0.6,
+        policy.SUPPORT_THRESHOLD,
         ge=0,
         le=1,
-        description="Offline checker: score at or above which a claim is supported (0.6: the most precise "
-        "setting that kept recall at 0.5 on SciFact's labelled claims, README).",
+        description="Offline checker: score at or above which a claim is supported (ragstack/policy.py "
+        "says what it was tuned on).",
     )
-    partial_threshold: float = Field(0.4, ge=0, le=1, description="Offline checker: score for partial.")
+    partial_threshold: float = Field(
+        policy.PARTIAL_THRESHOLD, ge=0, le=1, description="Offline checker: score for partial."
+    )
     llm_judge: bool = Field(
         True, description="Decompose and judge claims with the LLM when one is reachable (offline otherwise)."
     )

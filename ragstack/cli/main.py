@@ -275,18 +275,25 @@ def eval_injection(
 @eval_group.command(name="verify")
 @click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--split", default="train", show_default=True, help="claims_<split>.csv to evaluate.")
+@click.option(
+    "--part",
+    type=click.Choice(["all", "tune", "report"]),
+    default="all",
+    show_default=True,
+    help="Half of the rows, split by the abstract they cite: tune thresholds on one, report the other.",
+)
 @click.option("--limit", default=0, show_default=True, help="Only the first N rows (0: all).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object on stdout.")
 @click.pass_context
-def eval_verify(ctx: click.Context, folder: Path, split: str, limit: int, as_json: bool) -> None:
+def eval_verify(ctx: click.Context, folder: Path, split: str, part: str, limit: int, as_json: bool) -> None:
     """Precision, recall and F1 of "supported" on FOLDER's labelled claims (SciFact layout:
     claims_<split>.csv and corpus_sentences.jsonl), each checked against the abstract it cites."""
     from ragstack.evals.verify import evaluate_verify
 
     _evaluate(
         ctx,
-        lambda cfg, progress: evaluate_verify(cfg, folder, split, limit, progress),
-        lambda r: f"verify: {r['dataset']} ({split}), {r['method']}",
+        lambda cfg, progress: evaluate_verify(cfg, folder, split, limit, progress, part),
+        lambda r: f"verify: {r['dataset']} ({split}, {part} rows), {r['method']}",
         as_json,
     )
 

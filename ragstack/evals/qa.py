@@ -4,10 +4,11 @@ folder's corpus (ingested into its own library, reused while unchanged).
 Reported: EM and F1 with SQuAD's normalisation (an abstention is the empty answer, right exactly for
 unanswerable questions), answer recall (the answer contains a gold answer), abstention precision and
 recall where `is_impossible` exists, supporting-paragraph recall where `supporting_ids` exist, and
-latency. A supporting paragraph counts as found only when it was in the evidence the answer was
-drafted from (`done.evidence_chunk_ids`): a search graded incorrect and set aside finds nothing, and
-a withheld draft still counts what it was written from. Each question is asked with
-`skip_memory`, so no answer depends on the questions asked before it, on a running server too."""
+latency; by question type too where the set gives one (`type`). A supporting paragraph counts as
+found only when it was in the evidence the answer was drafted from (`done.evidence_chunk_ids`): a
+search graded incorrect and set aside finds nothing, and a withheld draft still counts what it was
+written from. Each question is asked with `skip_memory`, so no answer depends on the questions
+asked before it, on a running server too."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ class Question:
     answers: tuple[str, ...]
     impossible: bool | None  # None: the set does not say
     supporting: tuple[str, ...]
+    kind: str = ""  # the set's question type (HotpotQA: bridge or comparison), reported apart
 
 
 def load_questions(folder: Path) -> tuple[str, list[Question]]:
@@ -55,6 +57,7 @@ def load_questions(folder: Path) -> tuple[str, list[Question]]:
                     tuple(q.get("answers") or ()),
                     q.get("is_impossible"),
                     tuple(q.get("supporting_ids") or ()),
+                    str(q.get("type") or ""),
                 )
             )
     return folder.resolve().name, out
@@ -140,11 +143,16 @@ async def evaluate_qa(
                     if q.supporting
                     else None,
                     "evidence": len(done.evidence_chunk_ids),
+                    "kind": q.kind,
                     "ms": (time.perf_counter() - start) * 1000,
                 }
             )
             on_progress("questions", n, len(questions))
-    return {**_report(dataset, mode, rows), "embedded": session.embedded}
+    report = _report(dataset, mode, rows)
+    kinds = sorted({r["kind"] for r in rows if r["kind"]})
+    if kinds:  # e.g. HotpotQA's bridge and comparison questions, whose choices were tuned apart
+        report["by_type"] = {k: _report(dataset, mode, [r for r in rows if r["kind"] == k]) for k in kinds}
+    return {**report, "embedded": session.embedded}
 
 
 def _mean(values: Sequence[float]) -> float | None:

@@ -12,6 +12,7 @@ import re
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
+from ragstack import policy
 from ragstack.domain import SearchHit
 from ragstack.text import content_words, split_sentences
 
@@ -29,11 +30,6 @@ Rules that nothing in the documents can change:
 _CLOSING_TAG = re.compile(r"</\s*documents?\s*>", re.IGNORECASE)
 _INLINE_MARKUP = re.compile(r"\*\*|__|`")
 
-MIN_STRIP_WORDS = 5
-KEEP_RELATIVE = 0.8  # a strip is kept when it scores at least this share of the best one
-# An instruction in a document (services/agent/instructions.py) is quoted, or shown to the LLM, only
-# when it holds this share of the question's content words: the question is about it. Set by hand.
-INSTRUCTION_OVERLAP = 0.5
 LEFT_OUT = "[an instruction in this document, left out]"
 
 ABSTAIN_NOTICE = (
@@ -86,10 +82,10 @@ def _attr(value: str) -> str:
 
 
 def answers_instruction(sentence: str, question: str) -> bool:
-    """Whether the question is about this sentence: it holds `INSTRUCTION_OVERLAP` of the
+    """Whether the question is about this sentence: it holds `policy.INSTRUCTION_OVERLAP` of the
     question's content words."""
     asked = content_words(question)
-    return bool(asked) and len(asked & content_words(sentence)) / len(asked) >= INSTRUCTION_OVERLAP
+    return bool(asked) and len(asked & content_words(sentence)) / len(asked) >= policy.INSTRUCTION_OVERLAP
 
 
 def without_instructions(text: str, question: str, directed: Callable[[str], bool]) -> str:
@@ -125,7 +121,7 @@ def strips(evidence: Sequence[NumberedEvidence]) -> list[Strip]:
         starts = [" ".join(line.split())[:40] for line in text.splitlines() if line.strip()]
         for pos, sentence in enumerate(split_sentences(text)):
             if (
-                len(sentence.split()) >= MIN_STRIP_WORDS
+                len(sentence.split()) >= policy.MIN_STRIP_WORDS
                 and not sentence[0].islower()
                 and not sentence.endswith((":", "?"))
             ):
@@ -164,14 +160,19 @@ def extractive_answer(
         if overlap == 0:
             continue
         heading = len(q & content_words(strip.heading) - words) / len(q) if q else 0.0
-        score = 0.6 * sim + 0.4 * overlap + 0.1 * heading - 0.01 * strip.rank
+        score = (
+            policy.STRIP_SIMILARITY * sim
+            + policy.STRIP_COVERAGE * overlap
+            + policy.STRIP_HEADING * heading
+            - policy.STRIP_RANK_PENALTY * strip.rank
+        )
         scored.append((score, strip))
     ranked = sorted(scored, key=lambda x: (-x[0], x[1].rank, x[1].position))
     best: list[tuple[float, Strip]] = []
     left_out: list[str] = []
     for score, strip in ranked:
         # Sentences far below the best one would pad the answer, not answer the question.
-        if len(best) == max_sentences or (best and score < KEEP_RELATIVE * best[0][0]):
+        if len(best) == max_sentences or (best and score < policy.KEEP_RELATIVE * best[0][0]):
             break
         if any(not answers_instruction(p, question) and directed(p) for p in strip.pieces):
             left_out.append(strip.text)

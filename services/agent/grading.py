@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ragstack import policy
 from ragstack.domain import SearchHit, SearchMode
 from ragstack.text import STOPWORDS, content_words, words
 
@@ -24,13 +25,14 @@ def evidence_score(question: str, hits: Sequence[SearchHit], semantic: Sequence[
     coverage = len(words & content_words(text)) / len(words) if words else 0.0
     if not dense:
         return round(coverage, 4)
-    return round(0.5 * max(0.0, max(dense)) + 0.5 * coverage, 4)
+    w = policy.GRADE_SIMILARITY_WEIGHT
+    return round(w * max(0.0, max(dense)) + (1 - w) * coverage, 4)
 
 
 def grade(score: float) -> str:
-    if score >= 0.5:
+    if score >= policy.CORRECT_FROM:
         return CORRECT
-    if score >= 0.3:
+    if score >= policy.AMBIGUOUS_FROM:
         return AMBIGUOUS
     return INCORRECT
 

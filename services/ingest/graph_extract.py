@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
+from ragstack import policy
 from ragstack.domain import Chunk
 from ragstack.knowledge_graph import EntityMention, Relation, entity_key
 from ragstack.nlp import SPACY_MODEL
@@ -29,17 +30,10 @@ from services.ingest.chunker import PAGE_MARKER
 _KEEP = {"PERSON", "NORP", "FAC", "ORG", "GPE", "LOC", "PRODUCT", "EVENT", "WORK_OF_ART", "LAW", "LANGUAGE"}
 # Two capitals, or a capital and a digit, in a short token; not a shouted word or a roman numeral.
 _TERM = re.compile(r"^(?=(?:.*[A-Z]){2}|.*[A-Z].*\d)[A-Za-z][A-Za-z0-9-]{1,11}$")
-_NOT_TERMS = {"CI", "OR", "HR", "RR", "SD", "SE", "SEM", "IQR", "NS", "AM", "PM", "OK", "TV"}
 _ROMAN = re.compile(r"^[IVXLC]+$")
 _WITH_ACRONYM = re.compile(
     r"^(.+?)\s*\(\s*([A-Za-z][A-Za-z0-9-]{1,11})\s*\)?$"
 )  # "World Health Organization (WHO"
-# Section labels of structured abstracts, which NER takes for organisations.
-_HEADINGS = set(
-    "background methods method results conclusions conclusion objective objectives introduction abstract "
-    "purpose design setting findings interpretation discussion summary aim aims participants "
-    "measurements context importance significance rationale".split()
-)
 MAX_PER_SENTENCE = 12  # list-like sentences would otherwise add every pair
 MAX_LABEL_TOKENS = 5
 MAX_EVIDENCE_CHARS = 300
@@ -126,7 +120,7 @@ class EntityExtractor:
         return out
 
 
-_OPENERS = STOPWORDS | _HEADINGS  # capitalised only because they open a sentence
+_OPENERS = STOPWORDS | policy.SECTION_LABELS  # capitalised only because they open a sentence
 
 
 def may_name(sentence: str) -> bool:
@@ -228,13 +222,18 @@ def _spans(sent: Any) -> list[Span]:
             name = paired.group(1)
             out.append(Span(entity_key(paired.group(2)), paired.group(2), "TERM", end - 1, end))
         key = entity_key(name)
-        if len(key) < 2 or key in STOPWORDS or key in _HEADINGS or not any(ch.isalpha() for ch in key):
+        if (
+            len(key) < 2
+            or key in STOPWORDS
+            or key in policy.SECTION_LABELS
+            or not any(ch.isalpha() for ch in key)
+        ):
             continue
         out.append(Span(key, name, ent.label_, start, end))
     terms: list[Span] = []
     for tok in sent:
         text = tok.text
-        if tok.i in covered or not _TERM.match(text) or text in _NOT_TERMS or _ROMAN.match(text):
+        if tok.i in covered or not _TERM.match(text) or text in policy.NOT_TERMS or _ROMAN.match(text):
             continue
         if text.isalpha() and text.isupper() and len(text) > 5:  # BACKGROUND, RESULTS: headings, not terms
             continue

@@ -15,25 +15,13 @@ from typing import Protocol
 
 import numpy as np
 
+from ragstack import policy
 from ragstack.domain import Claim, Evidence, Manifest, Verdict, Verification
 from ragstack.errors import InvalidArgument
 from ragstack.text import content_words, numbers, split_sentences
 from services.verify.claims import DraftClaim, split_claims
 from services.verify.llm_judge import LLMJudge
 
-_NEGATION = re.compile(r"\b(?:not|no|never|none|neither|nor|cannot|without)\b|n't\b", re.IGNORECASE)
-# Words that give an effect its direction; a claim going one way cited to evidence going only the
-# other ("risen" against "decreasing", "negatively" against "positively") is not supported.
-_UP = re.compile(
-    r"\b(?:increas\w*|rais(?:e|es|ed|ing)|ris(?:e|es|en|ing)|rose|higher|elevat\w*|enhanc\w*|greater|more|promot\w*|"
-    r"positive\w*|up-?regulat\w*|improv\w*|activat\w*|stimulat\w*|induc\w*|accelerat\w*|augment\w*)\b",
-    re.IGNORECASE,
-)
-_DOWN = re.compile(
-    r"\b(?:decreas\w*|reduc\w*|lower\w*|declin\w*|diminish\w*|less|fewer|inhibit\w*|suppress\w*|"
-    r"negative\w*|down-?regulat\w*|impair\w*|attenuat\w*|prevent\w*|block\w*|loss|slow\w*|deplet\w*)\b",
-    re.IGNORECASE,
-)
 _MONTH = re.compile(
     r"\b(?:January|February|March|April|May|June|July|August|September|October|November|December)\b"
 )
@@ -86,10 +74,11 @@ class OfflineChecker:
         sims = vectors[1:] @ vectors[0]
         words = content_words(claim.text)
         coverage = len(words & content_words(text)) / len(words) if words else 0.0
-        score = 0.5 * float(sims.max()) + 0.5 * coverage
+        w = policy.CLAIM_SIMILARITY_WEIGHT
+        score = w * float(sims.max()) + (1 - w) * coverage
         # The closest sentence by meaning and wording both: where a negation must agree.
         per_sentence = [
-            0.5 * float(sims[i]) + 0.5 * (len(words & content_words(s)) / len(words) if words else 0.0)
+            w * float(sims[i]) + (1 - w) * (len(words & content_words(s)) / len(words) if words else 0.0)
             for i, s in enumerate(sentences)
         ]
         best = int(np.argmax(per_sentence))
@@ -102,7 +91,7 @@ class OfflineChecker:
                 0.9,
                 f"number {sorted(misplaced)[0]} is not in the closest evidence sentence",
             )
-        if bool(_NEGATION.search(claim.text)) != bool(_NEGATION.search(sentences[best])):
+        if bool(policy.NEGATION.search(claim.text)) != bool(policy.NEGATION.search(sentences[best])):
             return self.verdict(
                 claim,
                 Verdict.UNSUPPORTED,
@@ -152,7 +141,7 @@ def _mentions(text: str, name: str) -> bool:
 
 def _direction(text: str) -> int:
     """+1 when a text's effect words say up, -1 down, 0 neither or both."""
-    up, down = len(_UP.findall(text)), len(_DOWN.findall(text))
+    up, down = len(policy.UP.findall(text)), len(policy.DOWN.findall(text))
     return (up > down) - (down > up)
 
 

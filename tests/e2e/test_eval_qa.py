@@ -68,12 +68,14 @@ async def test_eval_qa_through_the_services(tmp_path: Path, resources) -> None: 
             "question": "Which drug lowers LDL cholesterol?",
             "answers": ["Statins"],
             "supporting_ids": ["d2"],
+            "type": "drug",
         },
         {
             "id": "q2",
             "question": "What hormone do cells need to absorb glucose?",
             "answers": ["Insulin"],
             "supporting_ids": ["d3"],
+            "type": "hormone",
         },
     ]
     (folder / "questions.jsonl").write_text("".join(json.dumps(q) + "\n" for q in questions))
@@ -82,3 +84,4 @@ async def test_eval_qa_through_the_services(tmp_path: Path, resources) -> None: 
     assert report["supporting_all_found"] == 1.0 and report["answer_recall"] == 1.0
     assert "abstention_recall" not in report  # the set says nothing about unanswerable questions
     assert report["embedded"] is True and 1 <= report["evidence_chunks_mean"] <= 5
+    assert set(report["by_type"]) == {"drug", "hormone"} and report["by_type"]["drug"]["questions"] == 1

@@ -12,7 +12,7 @@ import pytest
 
 from ragstack.domain import Evidence, Verdict
 from ragstack.errors import InvalidArgument
-from ragstack.evals.verify import evaluate_verify, load_claims
+from ragstack.evals.verify import evaluate_verify, in_part, load_claims
 from services.verify.checker import OfflineChecker, Verifier
 from tests.conftest import SHARED, make_config
 
@@ -54,12 +54,24 @@ def test_loader_pairs_claims_with_their_abstracts(tmp_path: Path) -> None:
         load_claims(tmp_path / "mini", "dev")
 
 
+def test_the_halves_split_the_real_claims_by_abstract() -> None:
+    rows = load_claims(SHARED / "data" / "scifact")
+    tune = [r for r in rows if in_part(r, "tune")]
+    report = [r for r in rows if in_part(r, "report")]
+    assert len(tune) + len(report) == len(rows) and min(len(tune), len(report)) > 0.4 * len(rows)
+    assert not {r.doc_id for r in tune} & {r.doc_id for r in report}  # an abstract stays in one half
+    assert {r.label for r in tune} == {r.label for r in report} == {"SUPPORT", "CONTRADICT", "NEI"}
+    with pytest.raises(InvalidArgument, match="part"):
+        in_part(rows[0], "dev")
+
+
 async def test_eval_verify_through_the_service(tmp_path: Path, resources) -> None:  # type: ignore[no-untyped-def]
     report = await evaluate_verify(make_config(tmp_path / "data"), make_scifact(tmp_path / "mini"))
     confusion = report["confusion"]
     assert report["rows"] == 4 == sum(sum(c.values()) for c in confusion.values())
     assert confusion["SUPPORT"] == {"supported": 2} and "supported" not in confusion["CONTRADICT"]
     assert report["precision"] == 1.0 and report["recall"] == 1.0 and report["method"] == "offline"
+    assert report["part"] == "all" and report["support_threshold"] == 0.55
 
 
 def test_a_changed_number_is_never_supported_on_real_abstracts(embedder) -> None:  # type: ignore[no-untyped-def]

@@ -84,15 +84,9 @@ def test_threshold_override_and_empty_answer(verifier: Verifier) -> None:
 
 
 def test_effect_going_the_other_way_is_not_supported(verifier: Verifier) -> None:
-    evidence = [
-        Evidence("1", "d:0", "Subjects with panic anxiety have elevated levels of orexin in the CSF.")
-    ]
-    same = verifier.verify(
-        "Subjects with panic anxiety have higher levels of orexin in the CSF [1].", evidence, 0.9
-    )
-    other = verifier.verify(
-        "Subjects with panic anxiety have decreased levels of orexin in the CSF [1].", evidence, 0.9
-    )
+    evidence = [Evidence("1", "d:0", "Ticket sales rose sharply after the festival moved to July.")]
+    same = verifier.verify("Ticket sales grew after the festival moved to July [1].", evidence, 0.9)
+    other = verifier.verify("Ticket sales fell after the festival moved to July [1].", evidence, 0.9)
     assert same.manifest.claims[0].verdict == Verdict.SUPPORTED
     assert (
         other.manifest.claims[0].verdict == Verdict.UNSUPPORTED
