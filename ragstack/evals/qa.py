@@ -152,7 +152,9 @@ async def evaluate_qa(
     kinds = sorted({r["kind"] for r in rows if r["kind"]})
     if kinds:  # e.g. HotpotQA's bridge and comparison questions, whose choices were tuned apart
         report["by_type"] = {k: _report(dataset, mode, [r for r in rows if r["kind"] == k]) for k in kinds}
-    return {**report, "embedded": session.embedded}
+    gen = cfg.generation
+    settings = {"multi_hop_top_k": gen.multi_hop_top_k, "bridge_searches": gen.bridge_searches}
+    return {**report, "embedded": session.embedded, "settings": settings}
 
 
 def _mean(values: Sequence[float]) -> float | None:

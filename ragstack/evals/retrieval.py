@@ -66,4 +66,9 @@ async def evaluate(
         "latency_ms_p95": round(percentile(latencies, 95), 1),
         "search_depth": depth,
         "embedded": session.embedded,
+        # The settings the README's rows vary (as this process sees them; a running server's own).
+        "settings": {
+            k: getattr(cfg.retrieve, k)
+            for k in ("fusion", "dense_weight", "heading_boost", "page_search", "graph_weight")
+        },
     }
