@@ -37,6 +37,7 @@ STRIP_RANK_PENALTY = 0.01  # less a little per rank of its evidence
 # An instruction inside a document (services/agent/instructions.py) is quoted, or shown to the
 # LLM, only when it holds this share of the question's content words: the question is about it.
 INSTRUCTION_OVERLAP = 0.5
+MODALS = frozenset({"should", "must", "may", "might", "shall", "ought"})  # not what a question is about
 
 # --- Multi-hop (agent): defaults of GenerationConfig ---------------------------------------------
 # The evidence budget of a question that chains facts, first chosen on HotpotQA dev200; with bridge

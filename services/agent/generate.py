@@ -83,8 +83,8 @@ def _attr(value: str) -> str:
 
 def answers_instruction(sentence: str, question: str) -> bool:
     """Whether the question is about this sentence: it holds `policy.INSTRUCTION_OVERLAP` of the
-    question's content words."""
-    asked = content_words(question)
+    question's content words (its modals aside: "what should I bring" asks about bringing)."""
+    asked = content_words(question) - policy.MODALS
     return bool(asked) and len(asked & content_words(sentence)) / len(asked) >= policy.INSTRUCTION_OVERLAP
 
 
