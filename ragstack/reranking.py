@@ -1,5 +1,6 @@
-"""Cross-encoder reranking with ONNX Runtime: any Hugging Face sequence-classification model a user
-exports with optimum (`scripts/export_cross_encoder.sh`): `model.onnx` plus `tokenizer.json`.
+"""Cross-encoder reranking with ONNX Runtime: any Hugging Face sequence-classification model,
+exported with optimum (`ragstack models install cross-encoder --from DIR` does it): `model.onnx`
+plus `tokenizer.json`.
 
 Each (query, passage) pair is encoded together and scored by the model's logit (the last one when
 the head has several classes); pairs are batched by length.
@@ -20,7 +21,10 @@ class CrossEncoder:
         self, model_dir: Path, provider: str = "auto", batch_size: int = 32, max_length: int = 512
     ) -> None:
         self._model = onnx.load(
-            model_dir, provider, max_length, "export one with scripts/export_cross_encoder.sh"
+            model_dir,
+            provider,
+            max_length,
+            "install one you have with `ragstack models install cross-encoder --from DIR`",
         )
         self.providers = self._model.providers
         self.batch_size = batch_size

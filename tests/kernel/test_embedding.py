@@ -1,4 +1,4 @@
-"""The real ONNX embedder (all-MiniLM-L6-v2 exported by `make models`)."""
+"""The real ONNX embedder (all-MiniLM-L6-v2 installed by `ragstack models install`)."""
 
 from __future__ import annotations
 
@@ -56,5 +56,5 @@ def test_providers() -> None:
 def test_missing_model_says_how_to_get_it(tmp_path) -> None:
     from ragstack.embedding import Embedder
 
-    with pytest.raises(ModelMissing, match="make models"):
+    with pytest.raises(ModelMissing, match="ragstack models install"):
         Embedder(tmp_path)

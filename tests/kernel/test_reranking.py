@@ -1,8 +1,8 @@
 """The ONNX cross-encoder runtime is exact against PyTorch on the same weights.
 
 No pretrained cross-encoder installs offline here, so the test builds one from the bundled MiniLM
-encoder (seeded classification head) in the tool environment, exports it with optimum exactly as a
-user would (scripts/export_cross_encoder.sh), and compares the logits."""
+encoder (seeded classification head) in the tool environment, installs it exactly as a user would
+(`ragstack models install cross-encoder --from DIR`: optimum's export), and compares the logits."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
+from ragstack.cli.main import cli
 from ragstack.errors import ModelMissing
 from ragstack.reranking import CrossEncoder
 from tests.conftest import ROOT
@@ -44,11 +46,26 @@ def test_onnx_cross_encoder_matches_pytorch(tmp_path: Path) -> None:
         env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
     )
     expected = np.array(json.loads(ref.stdout.strip().splitlines()[-1]))
-    subprocess.run(
-        [str(ROOT / "scripts" / "export_cross_encoder.sh"), str(model_dir), str(onnx_dir)],
-        check=True,
-        capture_output=True,
+    installed = CliRunner().invoke(
+        cli,
+        [
+            "models",
+            "install",
+            "cross-encoder",
+            "--from",
+            str(model_dir),
+            "--tool-env",
+            str(TOOL_PY.parent.parent),
+        ],
+        env={"RAGSTACK__RETRIEVE__RERANKER_DIR": str(onnx_dir)},
     )
+    assert installed.exit_code == 0, installed.output
+    assert f"cross-encoder: installed at {onnx_dir}" in installed.output
+    listed = CliRunner().invoke(
+        cli, ["models", "list", "--json"], env={"RAGSTACK__RETRIEVE__RERANKER_DIR": str(onnx_dir)}
+    )
+    entry = next(m for m in json.loads(listed.output) if m["name"] == "cross-encoder")
+    assert entry["installed"] and len(entry["sha256"]) == 64 and entry["path"] == str(onnx_dir)
     ce = CrossEncoder(onnx_dir, provider="cpu", batch_size=2)
     got = np.concatenate([ce.score(q, [p]) for q, p in PAIRS])
     assert np.allclose(got, expected, atol=1e-4), (got, expected)
@@ -58,5 +75,5 @@ def test_onnx_cross_encoder_matches_pytorch(tmp_path: Path) -> None:
 
 
 def test_missing_model_is_explained(tmp_path: Path) -> None:
-    with pytest.raises(ModelMissing, match="export_cross_encoder"):
+    with pytest.raises(ModelMissing, match="ragstack models install cross-encoder --from DIR"):
         CrossEncoder(tmp_path)

