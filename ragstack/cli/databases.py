@@ -6,6 +6,7 @@ import json
 from dataclasses import asdict
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ragstack import domain as d
@@ -19,7 +20,9 @@ async def attach(cfg: Config, name: str, url: str, library: str) -> None:
         db = await IngestClient(session.channels["ingest"], cfg.deadlines.ingest_s).attach_database(
             name, url, library
         )
-    Console().print(f"attached {db.name} ({db.dialect}, {db.url}) to library {db.library}", highlight=False)
+    Console().print(
+        f"attached {db.name} ({db.dialect}, {db.url}) to library {db.library}", highlight=False, markup=False
+    )
     _print_tables(db)
 
 
@@ -41,8 +44,10 @@ async def list_databases(cfg: Config, library: str, as_json: bool) -> None:
     if not found:
         console.print(f"no database is attached to library {library or cfg.library!r}")
     for db in found:
-        state = f"[red]{db.error}[/red]" if db.error else f"{len(db.tables)} tables"
-        console.print(f"[bold]{db.name}[/bold] ({db.dialect or '?'}, {db.origin}) {db.url}: {state}")
+        state = f"[red]{escape(db.error)}[/red]" if db.error else f"{len(db.tables)} tables"
+        console.print(
+            f"[bold]{escape(db.name)}[/bold] ({db.dialect or '?'}, {db.origin}) {escape(db.url)}: {state}"
+        )
         _print_tables(db)
 
 

@@ -41,7 +41,7 @@ def catalogue(cfg: Config) -> list[ModelInfo]:
             "RapidOCR's detection and recognition models, inside its package",
             "ingest of scans and PDF pages without text",
             "rapidocr",
-            "pip install 'ragstack[ingest]'",
+            "pip install 'ragstack[ocr]'",
         ),
     ]
 

@@ -9,6 +9,7 @@ from dataclasses import asdict
 from typing import Any, TypeVar
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -76,9 +77,9 @@ async def ingest_progress(
                 if event.stage in _DONE_STAGES:
                     bar.advance(task)
                 if event.stage == d.FileStage.FAILED:
-                    bar.console.print(f"[red]failed[/red] {event.source}: {event.reason}")
+                    bar.console.print(f"[red]failed[/red] {escape(event.source)}: {escape(event.reason)}")
                 elif event.stage == d.FileStage.REMOVED:
-                    bar.console.print(f"removed {event.source} (its source is gone)")
+                    bar.console.print(f"removed {escape(event.source)} (its source is gone)")
     console.print(
         f"{summary.files} files: {summary.indexed} indexed, {summary.unchanged} unchanged, "
         f"{summary.failed} failed, {summary.removed} removed; "
@@ -86,7 +87,7 @@ async def ingest_progress(
         + (" (embedded services)" if session.embedded else "")
     )
     for note in summary.notes:
-        console.print(f"[yellow]note[/yellow]: {note}")
+        console.print(f"[yellow]note[/yellow]: {escape(note)}")
     if summary.entities:
         console.print(
             f"knowledge graph: {summary.entities} entities, {summary.relations} relations, "
@@ -119,7 +120,7 @@ async def ask_and_print(
 
 def _print_answer(console: Console, done: d.DoneEvent) -> None:
     console.print()
-    console.print(done.answer, highlight=False)
+    console.print(done.answer, highlight=False, markup=False)  # a document's text, never markup
     console.print()
     console.print("[bold]Sources[/bold]")
     for c in done.citations:
@@ -150,12 +151,12 @@ def _print_answer(console: Console, done: d.DoneEvent) -> None:
             table.add_column(col, overflow="fold")
         for claim in m.claims:
             table.add_row(
-                claim.claim_id,
-                claim.claim,
+                escape(claim.claim_id),
+                escape(claim.claim),
                 ",".join(claim.refs),
                 claim.verdict.value,
                 f"{claim.confidence:.2f}",
-                claim.reason,
+                escape(claim.reason),
             )
         console.print(table)
     status = "withheld (not enough support)" if done.abstained else "delivered"

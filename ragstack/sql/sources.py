@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from ragstack import extras
 from ragstack.domain import Column, Table
 from ragstack.errors import InvalidArgument, PermissionDenied, RagstackError, Unavailable
 from ragstack.redact import MASK, is_secret_name, redact_text, redact_url
@@ -301,6 +302,7 @@ class PostgresSource(Source):
 
     @contextmanager
     def _connect(self, timeout_s: float) -> Iterator[Any]:
+        extras.require("postgres", "a PostgreSQL database")
         import psycopg  # deferred: only deployments with PostgreSQL sources pay for the import
 
         try:

@@ -20,6 +20,7 @@ from multiprocessing.connection import Connection
 from pathlib import PurePath
 from typing import Any
 
+from ragstack import extras
 from ragstack.errors import RagstackError, Unavailable, UnsupportedFormat
 from services.ingest import readers
 from services.ingest.budgets import Budgets, OverBudget
@@ -193,7 +194,10 @@ def _out_of_memory(err: BaseException) -> bool:
 
 
 def _preload() -> None:
-    """Docling's converters loaded before the first file, so a file's deadline is its own time."""
+    """Docling's converters loaded before the first file, so a file's deadline is its own time
+    (without the docling extra, each file it would read fails naming the extra)."""
+    if not extras.installed("docling"):
+        return
     from services.ingest import docling_reader, pdf_reader
 
     docling_reader._converter()

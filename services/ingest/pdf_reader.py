@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ragstack import extras
 from ragstack.errors import UnsupportedFormat
 from services.ingest import ocr
 from services.ingest.budgets import Budgets
@@ -82,6 +83,7 @@ OCR_SCALE = 2.0  # render at 144 dpi for OCR
 
 def ocr_lines(data: bytes, pages: Sequence[int]) -> list[Line]:
     """Text lines of the given pages (1-based) read by OCR, in PDF coordinates (y up)."""
+    extras.require("ocr", "reading PDF pages without a text layer (OCR)")
     import pypdfium2 as pdfium
 
     pdf = pdfium.PdfDocument(data)

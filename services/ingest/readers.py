@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import PurePath
 
+from ragstack import extras
 from ragstack.errors import UnsupportedFormat
 from services.ingest.budgets import Budgets
 
@@ -110,15 +111,18 @@ def _parse(name: str, data: bytes, kind: str, budgets: Budgets) -> Parsed:
         raise UnsupportedFormat("empty file")
     budgets.check_before_parsing(name, data, kind)
     if suffix == ".pdf":
+        extras.require("docling", "reading PDF")
         from services.ingest.pdf_reader import convert as convert_pdf
 
         markdown, title = convert_pdf(PurePath(name).name, data, budgets)
         return Parsed(title or _title_from_name(name), "application/pdf", markdown)
     if suffix in IMAGES:
+        extras.require("ocr", f"reading {suffix} images (OCR)")
         from services.ingest.pdf_reader import image_markdown
 
         return Parsed(_title_from_name(name), IMAGES[suffix], image_markdown(data, budgets))
     if suffix in DOCLING:
+        extras.require("docling", f"reading {suffix} files")
         from services.ingest.docling_reader import convert
 
         markdown, title = convert(PurePath(name).name if kind != "html" else "page.html", data)

@@ -183,7 +183,7 @@ def test_only_the_ingest_image_carries_the_ingest_extra() -> None:
 def test_dockerfile_pins_follow_pyproject() -> None:
     text = DOCKERFILE.read_text(encoding="utf-8")
     assert set(re.findall(r"ARG ORT_VERSION=(\S+)", text)) == {_pin("onnxruntime")}
-    assert set(re.findall(r"ARG TORCH_VERSION=(\S+)", text)) == {_pin("torch", "ingest")}
+    assert set(re.findall(r"ARG TORCH_VERSION=(\S+)", text)) == {_pin("torch", "docling")}
     assert "onnxruntime-gpu[cuda,cudnn]==${ORT_VERSION}" in text
     base_images = [line.split()[1] for line in text.splitlines() if line.startswith("FROM ") and ":" in line]
     assert base_images and all(not image.endswith(":latest") for image in base_images)
