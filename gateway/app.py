@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -12,6 +13,7 @@ from fastapi import FastAPI, File, Form, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from google.protobuf.json_format import MessageToDict
+from mcp.server.transport_security import TransportSecuritySettings
 from opentelemetry import trace
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field
@@ -158,7 +160,19 @@ def create_app(
         service checks again): a refusal is a 403, not an error event after a 200."""
         permit(f"/ragstack.v1.{method}", library, auth.current(), default_library)
 
+    mcp = None
+    if cfg.mcp != "off":
+        from gateway.mcp import build as build_mcp
+
+        mcp = build_mcp(upstreams, default_library, read_only=cfg.mcp == "read-only")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        async with mcp.session_manager.run() if mcp is not None else contextlib.nullcontext():
+            yield
+
     app = FastAPI(
+        lifespan=lifespan,
         title="RAGStack gateway",
         version="0.1.0",
         description="Ask questions over your documents and get cited, verified answers. With "
@@ -175,7 +189,7 @@ def create_app(
     app.add_middleware(
         BodyLimit,
         max_bytes=cfg.max_request_kb * 1024,
-        paths=("/v1/query", "/v1/databases", "/v1/sql"),
+        paths=("/v1/query", "/v1/databases", "/v1/sql", "/mcp"),
         setting="gateway.max_request_kb",
     )
     app.add_middleware(EarlyPermission)
@@ -332,6 +346,11 @@ def create_app(
     async def get_document(document_id: str, library: str = "") -> dict[str, Any]:
         return _doc(await upstreams.ingest.get_document(document_id, library))
 
+    @app.get("/v1/chunks/{chunk_id}", tags=["documents"])
+    async def get_chunk(chunk_id: str, library: str = "") -> dict[str, Any]:
+        """One chunk by id (a citation's or a search hit's): text, document, heading path, pages."""
+        return _pb_json(convert.chunk_to_pb(await upstreams.retrieve.get_chunk(chunk_id, library)))
+
     @app.delete("/v1/documents/{document_id}", tags=["documents"])
     async def delete_document(document_id: str, library: str = "") -> dict[str, Any]:
         removed = await upstreams.ingest.delete_document(document_id, library)
@@ -360,6 +379,16 @@ def create_app(
         result = await upstreams.retrieve.sql(body.library, body.database, body.sql, body.max_rows)
         return _pb_json(convert.sql_result_to_pb(result))
 
+    if mcp is not None:
+        # The SDK's Streamable HTTP endpoint as a route of this app, behind the same guards (keys,
+        # rate, hosts, origins, size): the gateway's TrustedHosts stands for the SDK's host check.
+        served = mcp.streamable_http_app(
+            streamable_http_path="/mcp",
+            stateless_http=True,
+            json_response=True,
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        app.router.routes.extend(served.routes)
     return app
 
 

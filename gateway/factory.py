@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 
+import grpc
 from fastapi import FastAPI
 
 from gateway.app import Upstreams, create_app
@@ -23,22 +24,26 @@ def build(cfg: Config, peers: Mapping[str, str]) -> tuple[FastAPI, Callable[[], 
     mb = cfg.services.max_message_mb
     channels = {name: open_channel(peers[name], mb, cfg.services.token) for name in GRPC_SERVICES}
 
+    async def close() -> None:
+        for channel in channels.values():
+            await channel.close()
+
+    return create_app(upstreams_of(cfg, channels), cfg.gateway, cfg.library), close
+
+
+def upstreams_of(cfg: Config, channels: Mapping[str, grpc.aio.Channel]) -> Upstreams:
+    """The clients of the services, over `channels` (by service name); ready when each serves."""
+
     async def readiness() -> dict[str, str]:
-        names = list(GRPC_SERVICES)
+        names = list(channels)
         results = await asyncio.gather(
             *(check_health(channels[n], GRPC_SERVICES[n], cfg.deadlines.health_s) for n in names)
         )
         return dict(zip(names, results, strict=True))
 
-    upstreams = Upstreams(
+    return Upstreams(
         agent=AgentClient(channels["agent"], cfg.deadlines.agent_s),
         ingest=IngestClient(channels["ingest"], cfg.deadlines.ingest_s),
         retrieve=RetrieveClient(channels["retrieve"], cfg.deadlines.retrieve_s),
         readiness=readiness,
     )
-
-    async def close() -> None:
-        for channel in channels.values():
-            await channel.close()
-
-    return create_app(upstreams, cfg.gateway, cfg.library), close

@@ -427,6 +427,11 @@ class GatewayConfig(_Strict):
         description="Host headers accepted (e.g. rag.example.com; *.example.com; * is any). The default, "
         "loopback names, refuses DNS rebinding; set it when the gateway is reached by another name.",
     )
+    mcp: Literal["off", "read-only", "on"] = Field(
+        "on",
+        description="The MCP server at /mcp (Streamable HTTP), with the API keys' roles and scopes: on; "
+        "read-only (no ingest tool); off.",
+    )
 
     @field_validator("api_keys", "cors_origins", "trusted_hosts", "trusted_proxies", mode="before")
     @classmethod

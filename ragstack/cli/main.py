@@ -442,6 +442,18 @@ def bench_hostile_cmd(ctx: click.Context, only: tuple[str, ...]) -> None:
 
 
 @cli.command()
+@click.option("--read-only", is_flag=True, help="Leave the ingest tool out.")
+@click.pass_context
+def mcp(ctx: click.Context, read_only: bool) -> None:
+    """Serve RAGStack to an agent over MCP (stdio): the tools ask, search, list_libraries,
+    list_documents, get_document and ingest. Uses a running `ragstack serve` when one answers,
+    otherwise runs the services inside. Over HTTP, `ragstack serve` has the same at /mcp."""
+    from gateway.mcp import serve_stdio
+
+    _run(serve_stdio(_config(ctx), read_only))
+
+
+@cli.command()
 @click.option("--force", is_flag=True, help="Overwrite an existing ragstack.yaml.")
 def init(force: bool) -> None:
     """Write ./ragstack.yaml: every setting with its default and what it does, to edit."""

@@ -61,6 +61,7 @@ RULES: dict[str, Rule] = {
     "/ragstack.v1.RetrieveService/Score": Rule(_R, "scoring texts"),
     "/ragstack.v1.RetrieveService/ListDatabases": Rule(_R, "listing databases", _library),
     "/ragstack.v1.RetrieveService/Sql": Rule(_R, "running SQL", _library),
+    "/ragstack.v1.RetrieveService/GetChunk": Rule(_R, "reading a chunk", _library),
     "/ragstack.v1.VerifyService/Verify": Rule(_R, "verifying an answer"),
 }
 

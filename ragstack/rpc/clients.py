@@ -151,6 +151,15 @@ class RetrieveClient:
             raise _rpc_error(err) from None
         return [convert.hit_from_pb(h) for h in resp.hits], convert.mode_from_pb(resp.mode)
 
+    async def get_chunk(self, chunk_id: str, library: str = "") -> d.Chunk:
+        try:
+            resp = await self._stub.GetChunk(
+                retrieve_pb2.GetChunkRequest(chunk_id=chunk_id, library=library), timeout=self._deadline
+            )
+        except grpc.aio.AioRpcError as err:
+            raise _rpc_error(err) from None
+        return convert.chunk_from_pb(resp.chunk)
+
     async def score(self, query: str, texts: Sequence[str]) -> list[float]:
         try:
             resp = await self._stub.Score(

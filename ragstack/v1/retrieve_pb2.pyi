@@ -8,6 +8,20 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class GetChunkRequest(_message.Message):
+    __slots__ = ("chunk_id", "library")
+    CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
+    LIBRARY_FIELD_NUMBER: _ClassVar[int]
+    chunk_id: str
+    library: str
+    def __init__(self, chunk_id: _Optional[str] = ..., library: _Optional[str] = ...) -> None: ...
+
+class GetChunkResponse(_message.Message):
+    __slots__ = ("chunk",)
+    CHUNK_FIELD_NUMBER: _ClassVar[int]
+    chunk: _common_pb2.Chunk
+    def __init__(self, chunk: _Optional[_Union[_common_pb2.Chunk, _Mapping]] = ...) -> None: ...
+
 class ListDatabasesRequest(_message.Message):
     __slots__ = ("library", "question")
     LIBRARY_FIELD_NUMBER: _ClassVar[int]

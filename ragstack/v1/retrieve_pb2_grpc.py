@@ -55,6 +55,11 @@ class RetrieveServiceStub:
                 request_serializer=ragstack_dot_v1_dot_retrieve__pb2.SqlRequest.SerializeToString,
                 response_deserializer=ragstack_dot_v1_dot_retrieve__pb2.SqlResponse.FromString,
                 _registered_method=True)
+        self.GetChunk = channel.unary_unary(
+                '/ragstack.v1.RetrieveService/GetChunk',
+                request_serializer=ragstack_dot_v1_dot_retrieve__pb2.GetChunkRequest.SerializeToString,
+                response_deserializer=ragstack_dot_v1_dot_retrieve__pb2.GetChunkResponse.FromString,
+                _registered_method=True)
 
 
 class RetrieveServiceServicer:
@@ -101,6 +106,16 @@ class RetrieveServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetChunk(self, request, context):
+        """One chunk by its id (a citation's or a search hit's), with its document, heading path and
+        pages: what an agent reads to check a citation.
+        Errors: NOT_FOUND for an unknown id, or one of a document the caller may not see (the same
+        answer, so it tells nothing of hidden documents).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RetrieveServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -123,6 +138,11 @@ def add_RetrieveServiceServicer_to_server(servicer, server):
                     servicer.Sql,
                     request_deserializer=ragstack_dot_v1_dot_retrieve__pb2.SqlRequest.FromString,
                     response_serializer=ragstack_dot_v1_dot_retrieve__pb2.SqlResponse.SerializeToString,
+            ),
+            'GetChunk': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetChunk,
+                    request_deserializer=ragstack_dot_v1_dot_retrieve__pb2.GetChunkRequest.FromString,
+                    response_serializer=ragstack_dot_v1_dot_retrieve__pb2.GetChunkResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -234,6 +254,33 @@ class RetrieveService:
             '/ragstack.v1.RetrieveService/Sql',
             ragstack_dot_v1_dot_retrieve__pb2.SqlRequest.SerializeToString,
             ragstack_dot_v1_dot_retrieve__pb2.SqlResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetChunk(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragstack.v1.RetrieveService/GetChunk',
+            ragstack_dot_v1_dot_retrieve__pb2.GetChunkRequest.SerializeToString,
+            ragstack_dot_v1_dot_retrieve__pb2.GetChunkResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -17,7 +17,7 @@ from opentelemetry import trace
 
 from ragstack import auth
 from ragstack.domain import Chunk, CommunityHit, SearchFilter, SearchHit, SearchMode, SignalScore
-from ragstack.errors import InvalidArgument
+from ragstack.errors import InvalidArgument, NotFound
 from ragstack.text import content_words
 from services.retrieve.fusion import normalized_score_fusion, reciprocal_rank_fusion
 from services.retrieve.graph_search import GraphSearch
@@ -46,6 +46,9 @@ class DenseIndex(Protocol):
     ) -> list[Chunk]: ...
     def chunks_of(
         self, library: str, document_id: str, acl: tuple[str, ...] | None = None
+    ) -> list[Chunk]: ...
+    def chunks_by_id(
+        self, library: str, chunk_ids: Sequence[str], acl: tuple[str, ...] | None = None
     ) -> list[Chunk]: ...
 
 
@@ -252,6 +255,15 @@ class Searcher:
                     picked[pos] = neighbour
                     size += len(neighbour.text) + 2
         return "\n\n".join(picked[p].text for p in sorted(picked))
+
+    async def chunk(self, library: str, chunk_id: str) -> Chunk:
+        """One chunk by id, when the caller may see its document; NotFound otherwise (alike)."""
+        if not chunk_id.strip():
+            raise InvalidArgument("chunk_id is empty")
+        found = await asyncio.to_thread(self._dense.chunks_by_id, library, [chunk_id], auth.current().acl)
+        if not found:
+            raise NotFound(f"chunk {chunk_id!r} not found in library {library!r}")
+        return found[0]
 
     async def score(self, query: str, texts: Sequence[str]) -> tuple[list[float], str]:
         """Cosine similarity of each text to the query, in order."""

@@ -71,6 +71,13 @@ class RetrieveServicer(retrieve_pb2_grpc.RetrieveServiceServicer):
         )
         return convert.sql_result_to_pb(result)
 
+    async def GetChunk(
+        self, request: retrieve_pb2.GetChunkRequest, context: grpc.aio.ServicerContext
+    ) -> retrieve_pb2.GetChunkResponse:
+        library = library_name(request.library, self._default_library)
+        chunk = await self._searcher.chunk(library, request.chunk_id)
+        return retrieve_pb2.GetChunkResponse(chunk=convert.chunk_to_pb(chunk))
+
 
 def register(servicer: RetrieveServicer) -> Callable[[grpc.aio.Server], None]:
     return lambda server: retrieve_pb2_grpc.add_RetrieveServiceServicer_to_server(servicer, server)

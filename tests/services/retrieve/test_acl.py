@@ -31,7 +31,7 @@ from ragstack.domain import (
     acl_allows,
     acl_groups,
 )
-from ragstack.errors import DocumentNotFound, InvalidArgument
+from ragstack.errors import DocumentNotFound, InvalidArgument, NotFound
 from ragstack.knowledge_graph import Community, KnowledgeGraph
 from ragstack.stores import vectors as vectors_module
 from ragstack.stores.catalog import Catalog
@@ -562,3 +562,17 @@ def _old_lexical_schema() -> Any:
     b.add_text_field("heading_key", stored=False, tokenizer_name="raw")
     b.add_text_field("meta", stored=True, index_option="basic", tokenizer_name="raw")
     return b.build()
+
+
+async def test_a_chunk_of_a_hidden_document_is_not_found_like_an_unknown_one(library: Library) -> None:
+    finance, hr = library.id("finance-1"), library.id("hr-1")
+    with caller("hr"):
+        assert (await library.searcher.chunk(LIB, f"{hr}:0")).document_id == hr
+        with pytest.raises(NotFound) as hidden:
+            await library.searcher.chunk(LIB, f"{finance}:0")
+        with pytest.raises(NotFound) as unknown:
+            await library.searcher.chunk(LIB, "nope:0")
+    assert str(hidden.value) == str(unknown.value).replace("'nope:0'", repr(f"{finance}:0"))
+    with caller(role=ADMIN):
+        chunk = await library.searcher.chunk(LIB, f"{finance}:0")
+    assert chunk.document_id == finance and chunk.heading_path

@@ -1,0 +1,165 @@
+"""The MCP server through the official SDK's own client: over stdio (`ragstack mcp`, a process of
+its own) and over Streamable HTTP at the gateway's /mcp, with API keys, roles and library scopes."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from ragstack.resources import Resources
+from ragstack.serve import Stack
+from tests.conftest import make_config, start_with
+from tests.e2e.test_processes import write_config
+
+READER, WRITER = "mcp-reader-5e1b7c20a9", "mcp-writer-90c4d3e81f"
+TOOLS = {"ask", "search", "list_libraries", "list_documents", "get_document", "get_chunk", "ingest"}
+
+
+def payload(result: Any) -> Any:
+    """A tool's structured result (a list comes wrapped as {"result": [...]})."""
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    return result.structured_content
+
+
+def rows(result: Any) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = payload(result)["result"]
+    return found
+
+
+def error_text(result: Any) -> str:
+    assert result.is_error
+    return " ".join(block.text for block in result.content)
+
+
+def notes(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "ferry.md").write_text(
+        "# Ferry\n\nThe Quellen ferry leaves the north pier every 40 minutes from 6 in the morning.\n"
+    )
+    return folder
+
+
+@pytest.mark.slow
+async def test_stdio_ingest_ask_search_and_read(tmp_path: Path) -> None:
+    config, _ = write_config(tmp_path)
+    folder = notes(tmp_path / "work" / "notes")
+    server = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "ragstack.cli.main", "--config", str(config), "mcp"],
+        cwd=str(folder.parent),
+        env={"HF_HUB_OFFLINE": "1"},
+    )
+    async with Client(server, read_timeout_seconds=300) as client:
+        assert {t.name for t in (await client.list_tools()).tools} == TOOLS
+        summary = payload(await client.call_tool("ingest", {"paths": [str(folder)], "library": "town"}))
+        assert summary["indexed"] == 1 and summary["failed"] == 0
+        done = payload(
+            await client.call_tool(
+                "ask", {"question": "How often does the Quellen ferry leave?", "library": "town"}
+            )
+        )
+        assert "every 40 minutes" in done["answer"] and done["citations"] and done["trace_id"]
+        assert done["manifest"]["claims"] and not done["abstained"]
+        cited = done["citations"][0]
+        chunk = payload(
+            await client.call_tool("get_chunk", {"chunk_id": cited["chunk_id"], "library": "town"})
+        )
+        assert chunk["text"].startswith("The Quellen ferry") and chunk["heading_path"] == ["Ferry"]
+        unknown = await client.call_tool("get_chunk", {"chunk_id": "nope:0", "library": "town"})
+        assert "NOT_FOUND: chunk 'nope:0' not found" in error_text(unknown)
+        hits = rows(await client.call_tool("search", {"query": "north pier ferry", "library": "town"}))
+        assert hits[0]["source"].endswith("ferry.md") and hits[0]["heading_path"] == ["Ferry"]
+        elsewhere = {"query": "north pier ferry", "library": "town", "heading_prefix": ["Bus"]}
+        assert rows(await client.call_tool("search", elsewhere)) == []
+        (doc,) = rows(await client.call_tool("list_documents", {"library": "town"}))
+        one = payload(
+            await client.call_tool("get_document", {"document_id": doc["document_id"], "library": "town"})
+        )
+        assert one["title"] == "Ferry"
+        outside = await client.call_tool("ingest", {"paths": ["/etc"], "library": "town"})
+        assert "PERMISSION_DENIED: path '/etc' is not under ingest.allowed_roots" in error_text(outside)
+
+
+@pytest.fixture(scope="module")
+async def keyed(tmp_path_factory: pytest.TempPathFactory, resources: Resources) -> AsyncIterator[Stack]:
+    cfg = make_config(
+        tmp_path_factory.mktemp("mcp") / "data",
+        gateway={
+            "api_keys": [
+                {"name": "reader", "key": READER, "role": "reader", "libraries": ["town"]},
+                {"name": "writer", "key": WRITER, "role": "writer"},
+            ]
+        },
+    )
+    stack = await start_with(cfg, resources)
+    yield stack
+    await stack.stop()
+
+
+@contextlib.asynccontextmanager
+async def over_http(stack: Stack, key: str) -> AsyncIterator[Client]:
+    async with (
+        httpx2.AsyncClient(headers={"x-api-key": key} if key else {}, timeout=300) as http,
+        Client(streamable_http_client(f"{stack.gateway_url}/mcp", http_client=http)) as client,
+    ):
+        yield client
+
+
+async def test_http_tools_run_as_the_keys_caller(keyed: Stack, tmp_path: Path) -> None:
+    folder = notes(tmp_path / "notes")
+    async with over_http(keyed, WRITER) as writer:
+        summary = payload(await writer.call_tool("ingest", {"paths": [str(folder)], "library": "town"}))
+        assert summary["indexed"] == 1
+        payload(await writer.call_tool("ingest", {"paths": [str(folder)], "library": "harbour"}))
+    async with over_http(keyed, READER) as reader:
+        done = payload(
+            await reader.call_tool("ask", {"question": "When does the first ferry leave?", "library": "town"})
+        )
+        assert "6 in the morning" in done["answer"]
+        assert [lib["name"] for lib in rows(await reader.call_tool("list_libraries", {}))] == ["town"]
+        refused = await reader.call_tool(
+            "ask", {"question": "When does the ferry leave?", "library": "harbour"}
+        )
+        assert "PERMISSION_DENIED" in error_text(refused) and "harbour" in error_text(refused)
+        hit = rows(await reader.call_tool("search", {"query": "ferry", "library": "town"}))[0]
+        elsewhere = await reader.call_tool("get_chunk", {"chunk_id": hit["chunk_id"], "library": "harbour"})
+        assert "PERMISSION_DENIED" in error_text(elsewhere)
+    async with httpx2.AsyncClient(base_url=keyed.gateway_url, headers={"x-api-key": READER}) as http:
+        same = (await http.get(f"/v1/chunks/{hit['chunk_id']}", params={"library": "town"})).json()
+        assert same["text"] == hit["text"] and same["heading_path"] == ["Ferry"]
+        assert (
+            await http.get(f"/v1/chunks/{hit['chunk_id']}", params={"library": "harbour"})
+        ).status_code == 403
+    async with over_http(keyed, READER) as reader:
+        no_write = await reader.call_tool("ingest", {"paths": [str(folder)], "library": "town"})
+        assert "PERMISSION_DENIED" in error_text(no_write)
+
+
+async def test_http_without_a_key_is_refused(keyed: Stack) -> None:
+    async with httpx2.AsyncClient() as http:
+        response = await http.post(
+            f"{keyed.gateway_url}/mcp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+            headers={"accept": "application/json, text/event-stream"},
+        )
+    assert response.status_code == 401
+
+
+async def test_read_only_leaves_ingest_out(tmp_path: Path, resources: Resources) -> None:
+    cfg = make_config(tmp_path / "data", gateway={"mcp": "read-only"})
+    stack = await start_with(cfg, resources)
+    try:
+        async with over_http(stack, "") as client:
+            assert {t.name for t in (await client.list_tools()).tools} == TOOLS - {"ingest"}
+    finally:
+        await stack.stop()
