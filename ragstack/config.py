@@ -433,6 +433,12 @@ class GatewayConfig(_Strict):
         "read-only (no ingest tool); off.",
     )
 
+    @field_validator("mcp", mode="before")
+    @classmethod
+    def _yaml_on_off(cls, value: Any) -> Any:
+        # YAML (and so an environment override) reads a bare on/off as a boolean.
+        return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
+
     @field_validator("api_keys", "cors_origins", "trusted_hosts", "trusted_proxies", mode="before")
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:

@@ -163,3 +163,14 @@ async def test_read_only_leaves_ingest_out(tmp_path: Path, resources: Resources)
             assert {t.name for t in (await client.list_tools()).tools} == TOOLS - {"ingest"}
     finally:
         await stack.stop()
+
+
+def test_off_serves_no_mcp_route() -> None:
+    from gateway.app import Upstreams, create_app
+    from ragstack.config import GatewayConfig
+
+    unused: Any = None
+    upstreams = Upstreams(agent=unused, ingest=unused, retrieve=unused, readiness=unused)
+    paths = {getattr(r, "path", "") for r in create_app(upstreams, GatewayConfig(mcp="off")).routes}
+    assert "/mcp" not in paths and "/v1/query" in paths
+    assert "/mcp" in {getattr(r, "path", "") for r in create_app(upstreams, GatewayConfig()).routes}

@@ -122,3 +122,11 @@ def test_the_example_config_lists_every_key() -> None:
         return out
 
     assert missing(Config, example, "") == []
+
+
+def test_gateway_mcp_takes_on_and_off_bare_as_yaml_reads_them() -> None:
+    assert load_config(None, {"RAGSTACK__GATEWAY__MCP": "off"}).gateway.mcp == "off"
+    assert load_config(None, {"RAGSTACK__GATEWAY__MCP": "on"}).gateway.mcp == "on"
+    assert load_config(None, {"RAGSTACK__GATEWAY__MCP": "read-only"}).gateway.mcp == "read-only"
+    with pytest.raises(ConfigError, match=r"gateway\.mcp"):
+        load_config(None, {"RAGSTACK__GATEWAY__MCP": "sometimes"})
