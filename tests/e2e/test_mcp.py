@@ -141,6 +141,13 @@ async def test_http_tools_run_as_the_keys_caller(keyed: Stack, tmp_path: Path) -
             await http.get(f"/v1/chunks/{hit['chunk_id']}", params={"library": "harbour"})
         ).status_code == 403
     async with over_http(keyed, READER) as reader:
+        bad_mode = await reader.call_tool("search", {"query": "ferry", "library": "town", "mode": "bogus"})
+        assert "INVALID_ARGUMENT: mode 'bogus' is not one of hybrid, lexical, dense, graph" in error_text(
+            bad_mode
+        )
+        for top_k in (0, -1, 10**9):
+            too_many = await reader.call_tool("search", {"query": "ferry", "library": "town", "top_k": top_k})
+            assert f"INVALID_ARGUMENT: top_k {top_k} is not between 1 and 50" in error_text(too_many)
         no_write = await reader.call_tool("ingest", {"paths": [str(folder)], "library": "town"})
         assert "PERMISSION_DENIED" in error_text(no_write)
 
