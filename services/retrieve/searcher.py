@@ -22,6 +22,8 @@ from ragstack.text import content_words
 from services.retrieve.fusion import normalized_score_fusion, reciprocal_rank_fusion
 from services.retrieve.graph_search import GraphSearch
 
+MAX_CHUNK_ID = 512  # `<document_id>:<position>`: ids are hashes, far shorter
+
 tracer = trace.get_tracer("ragstack.retrieve")
 CONTEXT_RADIUS = 2  # neighbours on each side considered for context expansion
 
@@ -260,6 +262,8 @@ class Searcher:
         """One chunk by id, when the caller may see its document; NotFound otherwise (alike)."""
         if not chunk_id.strip():
             raise InvalidArgument("chunk_id is empty")
+        if len(chunk_id) > MAX_CHUNK_ID:
+            raise InvalidArgument(f"chunk_id is {len(chunk_id)} characters, over the limit of {MAX_CHUNK_ID}")
         found = await asyncio.to_thread(self._dense.chunks_by_id, library, [chunk_id], auth.current().acl)
         if not found:
             raise NotFound(f"chunk {chunk_id!r} not found in library {library!r}")

@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 
 from ragstack import locations
-from ragstack.cli.models import EXAMPLE_CONFIG
-from ragstack.config import Config, default_config_path, load_config
+from ragstack.config import EXAMPLE_CONFIG, Config, default_config_path, load_config
 from ragstack.errors import ConfigError
 
 

@@ -576,3 +576,8 @@ async def test_a_chunk_of_a_hidden_document_is_not_found_like_an_unknown_one(lib
     with caller(role=ADMIN):
         chunk = await library.searcher.chunk(LIB, f"{finance}:0")
     assert chunk.document_id == finance and chunk.heading_path
+
+
+async def test_a_chunk_id_past_its_limit_is_refused_with_the_limit_named(library: Library) -> None:
+    with caller(role=ADMIN), pytest.raises(InvalidArgument, match="513 characters, over the limit of 512"):
+        await library.searcher.chunk(LIB, "x" * 513)
