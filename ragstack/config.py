@@ -159,6 +159,19 @@ class RetrieveConfig(_Strict):
         description="Hybrid fusion: min-max normalised scores (score) or reciprocal rank (rrf).",
     )
     rrf_k: int = Field(60, ge=1, description="Reciprocal rank fusion constant.")
+    query_precision: Literal["auto", "int8", "fp32"] = Field(
+        "auto",
+        description="Search queries are embedded with the embedder's int8 weights (model.int8.onnx, "
+        "about 3x faster on CPU; documents keep fp32 vectors) or with model.onnx (fp32); auto: int8 "
+        "on CPU, fp32 on a GPU (where the int8 operators would run on the CPU).",
+    )
+    batch_window_ms: float = Field(
+        0.0,
+        ge=0,
+        le=50,
+        description="How long the first query of a batch waits for others to embed with it (0: only "
+        "those that arrived while the previous batch ran; a few ms pays on a GPU).",
+    )
     dense_weight: float = Field(
         policy.DENSE_WEIGHT, ge=0, le=1, description="Score fusion: weight of dense; lexical gets the rest."
     )

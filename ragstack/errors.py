@@ -47,6 +47,10 @@ class PermissionDenied(RagstackError):
     code = "PERMISSION_DENIED"
 
 
+class DeadlineExceeded(RagstackError):
+    code = "DEADLINE_EXCEEDED"
+
+
 class Unavailable(RagstackError):
     """A peer service or a model is not reachable."""
 

@@ -35,11 +35,18 @@ class OnnxModel:
     outputs: list[str]
 
 
-def load(model_dir: Path, provider: str, max_length: int, missing_hint: str, threads: int = 0) -> OnnxModel:
-    """Loads `model.onnx` and `tokenizer.json` from `model_dir`; ModelMissing names `missing_hint`."""
-    model, tok = model_dir / "model.onnx", model_dir / "tokenizer.json"
+def load(
+    model_dir: Path,
+    provider: str,
+    max_length: int,
+    missing_hint: str,
+    threads: int = 0,
+    file: str = "model.onnx",
+) -> OnnxModel:
+    """Loads `file` (model.onnx) and `tokenizer.json` from `model_dir`; ModelMissing names `missing_hint`."""
+    model, tok = model_dir / file, model_dir / "tokenizer.json"
     if not model.exists() or not tok.exists():
-        raise ModelMissing(f"no model in {model_dir} (needs model.onnx and tokenizer.json): {missing_hint}")
+        raise ModelMissing(f"no model in {model_dir} (needs {file} and tokenizer.json): {missing_hint}")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import onnxruntime as ort
     from tokenizers import Tokenizer

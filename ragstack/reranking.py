@@ -32,10 +32,14 @@ class CrossEncoder:
 
     def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
         """One relevance logit per passage, in input order (higher is more relevant)."""
-        out = np.zeros(len(passages), dtype=np.float32)
-        if not passages:
+        return self.score_pairs([(query, p) for p in passages])
+
+    def score_pairs(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """One relevance logit per (query, passage) pair, in input order."""
+        out = np.zeros(len(pairs), dtype=np.float32)
+        if not pairs:
             return out
-        encodings = self._model.tokenizer.encode_batch([(query, p) for p in passages])
+        encodings = self._model.tokenizer.encode_batch(list(pairs))
         for idx in onnx.by_length(encodings, self.batch_size):
             feed = onnx.pad([encodings[i] for i in idx], self._model.inputs)
             logits = np.asarray(self._model.session.run([self._model.outputs[0]], feed)[0])

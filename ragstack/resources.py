@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -13,6 +14,9 @@ if TYPE_CHECKING:
     from ragstack.embedding import Embedder
     from ragstack.guard.databases import DatabaseGuard
     from ragstack.llm import LLM
+
+
+log = logging.getLogger(__name__)
 
 
 class Resources:
@@ -27,6 +31,29 @@ class Resources:
 
         m = self.cfg.models
         return Embedder(m.embedder_dir, m.provider, m.batch_size, m.max_length, m.threads)
+
+    @functools.cached_property
+    def query_embedder(self) -> Embedder:
+        """The embedder search queries go through (`retrieve.query_precision`): the same model with
+        int8 weights when installed (on CPU, for auto), else the embedder itself (with a warning
+        naming the fix when int8 was wanted)."""
+        from ragstack.embedding import Embedder
+        from ragstack.models import QUANTIZED
+
+        m = self.cfg.models
+        precision = self.cfg.retrieve.query_precision
+        on_gpu = "CUDAExecutionProvider" in self.embedder.providers
+        if precision == "fp32" or (precision == "auto" and on_gpu):
+            return self.embedder
+        if not (m.embedder_dir / QUANTIZED).is_file():
+            log.warning(
+                "retrieve.query_precision wants int8 but %s has no %s: queries are embedded in fp32 "
+                "(`ragstack models install` adds it)",
+                m.embedder_dir,
+                QUANTIZED,
+            )
+            return self.embedder
+        return Embedder(m.embedder_dir, m.provider, m.batch_size, m.max_length, 1, QUANTIZED)
 
     @functools.cached_property
     def parser(self) -> Any:

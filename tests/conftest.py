@@ -70,6 +70,8 @@ async def start_with(cfg: Config, resources: Resources, **kw: Any) -> Any:
 
     res = Resources(cfg)
     res.__dict__["embedder"] = resources.embedder
+    if cfg.retrieve.query_precision == resources.cfg.retrieve.query_precision:
+        res.__dict__["query_embedder"] = resources.query_embedder
     return await start_stack(cfg, resources=res, **kw)
 
 
@@ -116,7 +118,8 @@ async def stack(
         sql={"allowed_roots": [tempfile.gettempdir()]},
     )
     res = Resources(cfg)
-    res.__dict__["embedder"] = resources.embedder  # share the loaded model
+    res.__dict__["embedder"] = resources.embedder  # share the loaded models
+    res.__dict__["query_embedder"] = resources.query_embedder
     running = await start_stack(cfg, resources=res)
     channel = open_channel(running.peers["ingest"])
     events = [e async for e in IngestClient(channel, 600).ingest(paths=[str(corpus)])]

@@ -521,14 +521,19 @@ def models_install(
     cfg = _config(ctx)
     target = cfg.models.embedder_dir if name == "embedder" else cfg.retrieve.reranker_dir
     check = check_embedder(cfg) if name == "embedder" else check_cross_encoder(cfg)
-    if models.is_complete(target) and not force and source is None:
-        click.echo(f"{name}: present at {target} (--force installs it again)")
-        return
 
     def progress(line: str) -> None:
         click.echo(f"{name}: {line}", err=True)
 
     env = tool_env or locations.data_home() / "tools" / "export"
+    if models.is_complete(target) and not force and source is None:
+        click.echo(f"{name}: present at {target} (--force installs it again)")
+        if not (target / models.QUANTIZED).is_file():  # installed by a release from before it
+            try:
+                models.quantize(target, env, progress)
+            except models.InstallError as err:
+                raise click.ClickException(str(err)) from None
+        return
     task = "feature-extraction" if name == "embedder" else "text-classification"
     try:
         if source is not None and models.is_complete(source):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ragstack.config import Config
 from ragstack.extras import EXTRAS
-from ragstack.models import InstallError, ModelInfo, folder_info, package_info
+from ragstack.models import QUANTIZED, InstallError, ModelInfo, folder_info, package_info
 from ragstack.nlp import SPACY_MODEL
 
 
@@ -56,6 +56,13 @@ def check_embedder(cfg: Config) -> Callable[[Path], None]:
             raise InstallError(f"the model in {folder} does not load as a sentence embedder: {err}") from None
         if embedder.dimension < 8:
             raise InstallError(f"the model in {folder} gives {embedder.dimension}-dimensional vectors")
+        if (folder / QUANTIZED).is_file():  # queries embedded by it must land near their fp32 vectors
+            probe = ["a question about dense retrieval", "Installation instructions for the library"]
+            int8 = Embedder(
+                folder, cfg.models.provider, cfg.models.batch_size, cfg.models.max_length, 1, QUANTIZED
+            )
+            if float((int8.embed(probe) * embedder.embed(probe)).sum(axis=1).min()) < 0.95:
+                raise InstallError(f"{folder / QUANTIZED} does not agree with model.onnx: install again")
 
     return check
 

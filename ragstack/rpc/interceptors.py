@@ -1,7 +1,7 @@
 """What every call to a service passes through, in one place: the shared token (when configured),
 the caller's principal and its permission for the method (rpc/access.py), the request id (from the
-caller's `x-request-id`, into logs and traces), Prometheus metrics per method and status, and
-domain errors mapped to gRPC status codes."""
+caller's `x-request-id`, into logs and traces), the call's deadline (for the model batchers),
+Prometheus metrics per method and status, and domain errors mapped to gRPC status codes."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import grpc
 from prometheus_client import Counter, Histogram
 
 from ragstack import auth
+from ragstack.batching import DEADLINE
 from ragstack.errors import RagstackError
 from ragstack.redact import redact_text
 from ragstack.rpc.access import OPEN_PREFIXES, authorize
@@ -110,6 +111,8 @@ class _Call:
 
     async def enter(self, context: grpc.aio.ServicerContext, request: Any) -> None:
         REQUEST_ID.set(self.request_id)
+        remaining = context.time_remaining()
+        DEADLINE.set(None if remaining is None else time.monotonic() + remaining)
         if not self.allowed:
             await self._refuse(
                 context, grpc.StatusCode.UNAUTHENTICATED, "missing or wrong token (services.token)"

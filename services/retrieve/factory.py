@@ -64,12 +64,16 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
             communities=cfg.retrieve.graph_communities,
         ),
         graph_weight=cfg.retrieve.graph_weight,
+        query_embedder=res.query_embedder,
+        max_batch=cfg.models.batch_size,
+        batch_window_s=cfg.retrieve.batch_window_ms / 1000,
     )
     registry = DatabaseRegistry(cfg.data_dir / "databases.sqlite", cfg.sql.databases, res.database_guard)
     databases = Databases(registry, cfg.sql, embedder)
 
     async def close() -> None:
         registry.close()
+        searcher.close()
 
     return ServiceSpec(
         name="retrieve", register=register(RetrieveServicer(searcher, databases, cfg.library)), aclose=close

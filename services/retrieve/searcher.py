@@ -16,6 +16,7 @@ import numpy as np
 from opentelemetry import trace
 
 from ragstack import auth
+from ragstack.batching import Batcher
 from ragstack.domain import Chunk, CommunityHit, SearchFilter, SearchHit, SearchMode, SignalScore
 from ragstack.errors import InvalidArgument, NotFound
 from ragstack.text import content_words
@@ -66,7 +67,7 @@ class LexicalIndex(Protocol):
 class Reranker(Protocol):
     name: str
 
-    def score(self, query: str, passages: Sequence[str]) -> np.ndarray: ...
+    def score_pairs(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -107,8 +108,24 @@ class Searcher:
         page_search: bool = False,
         graph: GraphSearch | None = None,
         graph_weight: float = 0.0,
+        query_embedder: QueryEmbedder | None = None,
+        max_batch: int = 32,
+        batch_window_s: float = 0.0,
     ) -> None:
+        """`embedder` embeds Score's texts; `query_embedder` (the same when not given) search
+        queries. Each model, and the reranker, runs concurrent requests in shared batches."""
         self._embedder = embedder
+        self._embed = Batcher(embedder.embed, "embedder", max_batch, batch_window_s)
+        self._embed_query = (
+            self._embed
+            if query_embedder is None or query_embedder is embedder
+            else Batcher(query_embedder.embed, "query-embedder", max_batch, batch_window_s)
+        )
+        self._rerank_pairs = (
+            Batcher(reranker.score_pairs, "reranker", max_batch * rerank_factor, batch_window_s)
+            if reranker is not None
+            else None
+        )
         self._dense = dense
         self._lexical = lexical
         self._default_top_k = default_top_k
@@ -120,7 +137,6 @@ class Searcher:
         self._weights = {"dense": dense_weight, "lexical": 1.0 - dense_weight}
         self._max_per_document = max_per_document
         self._max_context_chars = max_context_chars
-        self._reranker = reranker
         self._rerank_factor = rerank_factor
         self._page_search = page_search
         self._graph = graph
@@ -145,7 +161,7 @@ class Searcher:
                 "SQL mode is not a search: the Sql RPC runs queries, the agent routes to it"
             )
         # Over-fetch so that the per-document cap still leaves k hits.
-        n = max(self._candidates, k * 3 if cap else k, k * self._rerank_factor if self._reranker else 0)
+        n = max(self._candidates, k * 3 if cap else k, k * self._rerank_factor if self._rerank_pairs else 0)
         where = q.where.narrowed_to(auth.current().acl)  # the caller's ACL, inside every store's query
         communities: tuple[CommunityHit, ...] = ()
         if mode == SearchMode.DENSE:
@@ -168,9 +184,11 @@ class Searcher:
                 found_lists["lexical"] = merge_page_hits(found_lists["lexical"], found_lists.pop("pages"))
             if mode == SearchMode.LEXICAL:
                 hits = _single("lexical", found_lists["lexical"])
+            elif self._rerank_pairs is not None:  # capped after reranking, below
+                hits = self._fuse(found_lists, k * self._rerank_factor, 0)
             else:
-                hits = self._fuse(found_lists)
-        if self._reranker is not None:
+                hits = self._fuse(found_lists, k, cap)
+        if self._rerank_pairs is not None:
             hits = await self._rerank(text, hits[: k * self._rerank_factor])
         hits = cap_per_document(hits, cap)[:k]
         if q.expand_context:
@@ -195,15 +213,15 @@ class Searcher:
     ) -> tuple[list[tuple[Chunk, float]], tuple[CommunityHit, ...]]:
         graph = self._graph_search()
         with tracer.start_as_current_span("retrieve.graph_global"):
-            vector = (await asyncio.to_thread(self._embedder.embed, [query]))[0]
+            vector = (await self._embed_query([query]))[0]
             hits, communities = await asyncio.to_thread(graph.global_, vector, library, k, where)
         return hits, tuple(communities)
 
-    def _fuse(self, lists: dict[str, list[tuple[Chunk, float]]]) -> list[SearchHit]:
+    def _fuse(self, lists: dict[str, list[tuple[Chunk, float]]], limit: int, cap: int) -> list[SearchHit]:
         with tracer.start_as_current_span("retrieve.fuse", attributes={"fusion": self._fusion}):
             if self._fusion == "score":
-                return normalized_score_fusion(lists, self._weights)
-            return reciprocal_rank_fusion(lists, self._rrf_k)
+                return normalized_score_fusion(lists, self._weights, limit, cap)
+            return reciprocal_rank_fusion(lists, self._rrf_k, limit, cap)
 
     async def _page_hits(
         self, query: str, library: str, k: int, where: SearchFilter
@@ -225,9 +243,9 @@ class Searcher:
         return out
 
     async def _rerank(self, query: str, hits: list[SearchHit]) -> list[SearchHit]:
-        assert self._reranker is not None
+        assert self._rerank_pairs is not None
         with tracer.start_as_current_span("retrieve.rerank", attributes={"candidates": len(hits)}):
-            scores = await asyncio.to_thread(self._reranker.score, query, [h.chunk.text for h in hits])
+            scores = await self._rerank_pairs([(query, h.chunk.text) for h in hits])
         order = sorted(range(len(hits)), key=lambda i: (-float(scores[i]), i))
         return [
             replace(
@@ -258,6 +276,11 @@ class Searcher:
                     size += len(neighbour.text) + 2
         return "\n\n".join(picked[p].text for p in sorted(picked))
 
+    def close(self) -> None:
+        for batcher in {self._embed, self._embed_query, self._rerank_pairs}:
+            if batcher is not None:
+                batcher.close()
+
     async def chunk(self, library: str, chunk_id: str) -> Chunk:
         """One chunk by id, when the caller may see its document; NotFound otherwise (alike)."""
         if not chunk_id.strip():
@@ -280,7 +303,7 @@ class Searcher:
         if not texts:
             return [], f"cosine:{self._embedder.name}"
         with tracer.start_as_current_span("retrieve.score", attributes={"texts": len(texts)}):
-            vectors = await asyncio.to_thread(self._embedder.embed, [query, *texts])
+            vectors = await self._embed([query, *texts])
         return [float(x) for x in vectors[1:] @ vectors[0]], f"cosine:{self._embedder.name}"
 
     async def _lexical_hits(
@@ -293,7 +316,7 @@ class Searcher:
         self, query: str, library: str, k: int, where: SearchFilter
     ) -> list[tuple[Chunk, float]]:
         with tracer.start_as_current_span("retrieve.dense"):
-            vector = (await asyncio.to_thread(self._embedder.embed, [query]))[0]
+            vector = (await self._embed_query([query]))[0]
             return await asyncio.to_thread(self._dense.search, vector, library, k, where)
 
 

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from ragstack.cli.main import cli
 from ragstack.config import Config
-from tests.conftest import MODEL_DIR, SAMPLES
+from tests.conftest import MODEL_DIR, ROOT, SAMPLES
 
 RAGSTACK = [sys.executable, "-m", "ragstack.cli.main"]
 
@@ -91,8 +91,16 @@ def test_models_install_copies_an_export_and_keeps_the_old_one_on_failure(
     installed = CliRunner().invoke(cli, ["models", "install", "--from", str(MODEL_DIR)])
     assert installed.exit_code == 0, installed.output
     assert (target / "model.onnx").read_bytes() == (MODEL_DIR / "model.onnx").read_bytes()
+    assert (target / "model.int8.onnx").is_file()  # the int8 query weights come along
     again = CliRunner().invoke(cli, ["models", "install"])
     assert again.exit_code == 0 and "present at" in again.output
+
+    # An install from before the int8 weights existed gets them from the next `models install`.
+    (target / "model.int8.onnx").unlink()
+    tools = ROOT / ".venv-export"
+    upgraded = CliRunner().invoke(cli, ["models", "install", "--tool-env", str(tools)])
+    assert upgraded.exit_code == 0, upgraded.output
+    assert "writing model.int8.onnx" in upgraded.output and (target / "model.int8.onnx").is_file()
 
     broken = tmp_path / "broken"
     broken.mkdir()

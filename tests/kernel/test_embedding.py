@@ -58,3 +58,37 @@ def test_missing_model_says_how_to_get_it(tmp_path) -> None:
 
     with pytest.raises(ModelMissing, match="ragstack models install"):
         Embedder(tmp_path)
+
+
+TEXTS = [
+    "Which enzyme breaks down lactose in the small intestine?",
+    "How does reciprocal rank fusion combine two rankings",
+    "tariffs on imported steel in 2018",
+]
+
+
+def test_search_queries_use_the_int8_weights_installed_beside_the_model(resources) -> None:
+    queries = resources.query_embedder
+    assert queries is not resources.embedder and queries.name.endswith("model.int8.onnx")
+    agreement = (queries.embed(TEXTS) * resources.embedder.embed(TEXTS)).sum(axis=1)
+    assert agreement.min() > 0.95  # the same model: documents' fp32 vectors still match
+
+
+def test_fp32_queries_or_a_model_without_int8_weights_use_the_embedder(
+    tmp_path, resources, caplog: pytest.LogCaptureFixture
+) -> None:
+    from ragstack.resources import Resources
+    from tests.conftest import MODEL_DIR, make_config
+
+    fp32 = Resources(make_config(tmp_path / "a", retrieve={"query_precision": "fp32"}))
+    fp32.__dict__["embedder"] = resources.embedder
+    assert fp32.query_embedder is resources.embedder
+
+    older = tmp_path / "older-install"
+    older.mkdir()
+    for name in ("model.onnx", "tokenizer.json"):
+        (older / name).symlink_to(MODEL_DIR / name)
+    res = Resources(make_config(tmp_path / "b", models={"embedder_dir": str(older)}))
+    res.__dict__["embedder"] = resources.embedder
+    assert res.query_embedder is resources.embedder
+    assert "has no model.int8.onnx" in caplog.text and "ragstack models install" in caplog.text

@@ -60,9 +60,9 @@ class ReverseAlphabet:
     def __init__(self) -> None:
         self.seen: list[int] = []
 
-    def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
-        self.seen.append(len(passages))
-        return np.array([float(ord(p[0])) for p in passages])
+    def score_pairs(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        self.seen.append(len(pairs))
+        return np.array([float(ord(p[0])) for _, p in pairs])
 
 
 def searcher(**kw) -> Searcher:  # type: ignore[no-untyped-def]
