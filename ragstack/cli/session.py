@@ -20,6 +20,7 @@ from ragstack.rpc.clients import GRPC_SERVICES, check_health, open_channel
 class Session:
     channels: dict[str, grpc.aio.Channel]
     embedded: bool
+    addresses: dict[str, str]  # where each channel goes
 
 
 async def _serving(address: str, service: str) -> bool:
@@ -64,7 +65,7 @@ async def connect(
             n: open_channel(getattr(cfg.services, n).address, token=cfg.services.token) for n in needed
         }
         try:
-            yield Session(channels, embedded=False)
+            yield Session(channels, False, {n: getattr(cfg.services, n).address for n in needed})
         finally:
             for c in channels.values():
                 await c.close()
@@ -75,7 +76,7 @@ async def connect(
     stack = await start_stack(embedded_config(cfg, allow_paths=allow_paths), services=start, gateway=False)
     channels = {n: open_channel(stack.peers[n], token=cfg.services.token) for n in needed}
     try:
-        yield Session(channels, embedded=True)
+        yield Session(channels, True, {n: stack.peers[n] for n in needed})
     finally:
         for c in channels.values():
             await c.close()
