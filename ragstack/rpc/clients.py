@@ -4,8 +4,8 @@ UNAVAILABLE (service config, not home-made loops); failures surface as `ragstack
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterable, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -107,6 +107,17 @@ def _rpc_error(err: grpc.aio.AioRpcError) -> RpcError:
     return RpcError(err.code().name, err.details() or "")
 
 
+R = TypeVar("R")
+
+
+async def _unary(method: Callable[..., Awaitable[R]], request: Any, deadline_s: float) -> R:
+    """One unary call within `deadline_s` seconds; a failure as RpcError (its status and message)."""
+    try:
+        return await method(request, timeout=deadline_s)
+    except grpc.aio.AioRpcError as err:
+        raise _rpc_error(err) from None
+
+
 async def _stream(call: Any) -> AsyncIterator[Any]:
     """The messages of a server stream; failures as RpcError; the call cancelled if the consumer stops."""
     try:
@@ -145,45 +156,34 @@ class RetrieveClient:
             max_per_document=max_per_document,
             expand_context=expand_context,
         )
-        try:
-            resp = await self._stub.Search(req, timeout=self._deadline)
-        except grpc.aio.AioRpcError as err:
-            raise _rpc_error(err) from None
+        resp = await _unary(self._stub.Search, req, self._deadline)
         return [convert.hit_from_pb(h) for h in resp.hits], convert.mode_from_pb(resp.mode)
 
     async def get_chunk(self, chunk_id: str, library: str = "") -> d.Chunk:
-        try:
-            resp = await self._stub.GetChunk(
-                retrieve_pb2.GetChunkRequest(chunk_id=chunk_id, library=library), timeout=self._deadline
-            )
-        except grpc.aio.AioRpcError as err:
-            raise _rpc_error(err) from None
+        resp = await _unary(
+            self._stub.GetChunk,
+            retrieve_pb2.GetChunkRequest(chunk_id=chunk_id, library=library),
+            self._deadline,
+        )
         return convert.chunk_from_pb(resp.chunk)
 
     async def score(self, query: str, texts: Sequence[str]) -> list[float]:
-        try:
-            resp = await self._stub.Score(
-                retrieve_pb2.ScoreRequest(query=query, texts=list(texts)), timeout=self._deadline
-            )
-        except grpc.aio.AioRpcError as err:
-            raise _rpc_error(err) from None
+        resp = await _unary(
+            self._stub.Score, retrieve_pb2.ScoreRequest(query=query, texts=list(texts)), self._deadline
+        )
         return list(resp.scores)
 
     async def databases(self, library: str, question: str = "") -> list[d.Database]:
-        try:
-            resp = await self._stub.ListDatabases(
-                retrieve_pb2.ListDatabasesRequest(library=library, question=question), timeout=self._deadline
-            )
-        except grpc.aio.AioRpcError as err:
-            raise _rpc_error(err) from None
+        resp = await _unary(
+            self._stub.ListDatabases,
+            retrieve_pb2.ListDatabasesRequest(library=library, question=question),
+            self._deadline,
+        )
         return [convert.database_from_pb(x) for x in resp.databases]
 
     async def sql(self, library: str, database: str, sql: str, max_rows: int = 0) -> d.SqlResult:
         req = retrieve_pb2.SqlRequest(library=library, database=database, sql=sql, max_rows=max_rows)
-        try:
-            resp = await self._stub.Sql(req, timeout=self._deadline)
-        except grpc.aio.AioRpcError as err:
-            raise _rpc_error(err) from None
+        resp = await _unary(self._stub.Sql, req, self._deadline)
         return convert.sql_result_from_pb(resp)
 
 
@@ -200,10 +200,7 @@ class VerifyClient:
             evidence=[verify_pb2.Evidence(ref=e.ref, chunk_id=e.chunk_id, text=e.text) for e in evidence],
             evidence_score=evidence_score,
         )
-        try:
-            resp = await self._stub.Verify(req, timeout=self._deadline)
-        except grpc.aio.AioRpcError as err:
-            raise _rpc_error(err) from None
+        resp = await _unary(self._stub.Verify, req, self._deadline)
         return d.Verification(convert.manifest_from_pb(resp.manifest), resp.confidence, resp.abstain)
 
 
@@ -248,12 +245,7 @@ class AgentClient:
             yield convert.ask_event_from_pb(pb)
 
     async def get_trace(self, trace_id: str) -> dict[str, Any]:
-        try:
-            resp = await self._stub.GetTrace(
-                agent_pb2.GetTraceRequest(trace_id=trace_id), timeout=self._deadline
-            )
-        except grpc.aio.AioRpcError as err:
-            raise _rpc_error(err) from None
+        resp = await _unary(self._stub.GetTrace, agent_pb2.GetTraceRequest(trace_id=trace_id), self._deadline)
         result: dict[str, Any] = json.loads(resp.trace_json)
         return result
 
@@ -323,57 +315,37 @@ class IngestClient:
     ) -> d.IngestJob:
         """Queues an ingest (durable); returns the job at once."""
         req = _ingest_request(paths, files, library, prune, urls, enrich=False, groups=groups)
-        try:
-            resp = await self._stub.SubmitIngest(
-                ingest_pb2.SubmitIngestRequest(request=req), timeout=self._short
-            )
-        except grpc.aio.AioRpcError as err:
-            raise _rpc_error(err) from None
+        resp = await _unary(self._stub.SubmitIngest, ingest_pb2.SubmitIngestRequest(request=req), self._short)
         return convert.ingest_job_from_pb(resp.job)
 
     async def job(self, job_id: str) -> d.IngestJob:
-        try:
-            resp = await self._stub.GetIngestJob(
-                ingest_pb2.GetIngestJobRequest(job_id=job_id), timeout=self._short
-            )
-        except grpc.aio.AioRpcError as err:
-            raise _rpc_error(err) from None
+        resp = await _unary(
+            self._stub.GetIngestJob, ingest_pb2.GetIngestJobRequest(job_id=job_id), self._short
+        )
         return convert.ingest_job_from_pb(resp.job)
 
     async def cancel_job(self, job_id: str) -> d.IngestJob:
         """Cancels a queued or running job; returns it as it ended (waits for a running one to stop)."""
-        try:
-            resp = await self._stub.CancelIngestJob(
-                ingest_pb2.CancelIngestJobRequest(job_id=job_id), timeout=self._deadline
-            )
-        except grpc.aio.AioRpcError as err:
-            raise _rpc_error(err) from None
+        resp = await _unary(
+            self._stub.CancelIngestJob, ingest_pb2.CancelIngestJobRequest(job_id=job_id), self._deadline
+        )
         return convert.ingest_job_from_pb(resp.job)
 
     async def jobs(self, limit: int = 0) -> list[d.IngestJob]:
-        try:
-            resp = await self._stub.ListIngestJobs(
-                ingest_pb2.ListIngestJobsRequest(limit=limit), timeout=self._short
-            )
-        except grpc.aio.AioRpcError as err:
-            raise _rpc_error(err) from None
+        resp = await _unary(
+            self._stub.ListIngestJobs, ingest_pb2.ListIngestJobsRequest(limit=limit), self._short
+        )
         return [convert.ingest_job_from_pb(j) for j in resp.jobs]
 
     async def list_documents(self, library: str = "") -> list[d.Document]:
-        try:
-            resp = await self._stub.ListDocuments(
-                ingest_pb2.ListDocumentsRequest(library=library), timeout=self._short
-            )
-        except grpc.aio.AioRpcError as err:
-            raise _rpc_error(err) from None
+        resp = await _unary(
+            self._stub.ListDocuments, ingest_pb2.ListDocumentsRequest(library=library), self._short
+        )
         return [convert.document_from_pb(x) for x in resp.documents]
 
     async def libraries(self) -> list[dict[str, Any]]:
         """Every library: name, documents, chunks, updated_at, databases."""
-        try:
-            resp = await self._stub.ListLibraries(ingest_pb2.ListLibrariesRequest(), timeout=self._short)
-        except grpc.aio.AioRpcError as err:
-            raise _rpc_error(err) from None
+        resp = await _unary(self._stub.ListLibraries, ingest_pb2.ListLibrariesRequest(), self._short)
         return [
             {
                 "name": x.name,
@@ -386,93 +358,65 @@ class IngestClient:
         ]
 
     async def get_document(self, document_id: str, library: str = "") -> d.Document:
-        try:
-            resp = await self._stub.GetDocument(
-                ingest_pb2.GetDocumentRequest(document_id=document_id, library=library), timeout=self._short
-            )
-        except grpc.aio.AioRpcError as err:
-            raise _rpc_error(err) from None
+        resp = await _unary(
+            self._stub.GetDocument,
+            ingest_pb2.GetDocumentRequest(document_id=document_id, library=library),
+            self._short,
+        )
         return convert.document_from_pb(resp.document)
 
     async def delete_document(self, document_id: str, library: str = "") -> int:
-        try:
-            resp = await self._stub.DeleteDocument(
-                ingest_pb2.DeleteDocumentRequest(document_id=document_id, library=library),
-                timeout=self._short,
-            )
-        except grpc.aio.AioRpcError as err:
-            raise _rpc_error(err) from None
+        resp = await _unary(
+            self._stub.DeleteDocument,
+            ingest_pb2.DeleteDocumentRequest(document_id=document_id, library=library),
+            self._short,
+        )
         return int(resp.chunks_removed)
 
     async def attach_database(
         self, name: str, url: str, library: str = "", groups: Iterable[str] = ()
     ) -> d.Database:
         req = ingest_pb2.AttachDatabaseRequest(library=library, name=name, url=url, groups=list(groups))
-        try:
-            resp = await self._stub.AttachDatabase(req, timeout=self._short)
-        except grpc.aio.AioRpcError as err:
-            raise _rpc_error(err) from None
+        resp = await _unary(self._stub.AttachDatabase, req, self._short)
         return convert.database_from_pb(resp.database)
 
     async def detach_database(self, name: str, library: str = "") -> None:
         req = ingest_pb2.DetachDatabaseRequest(library=library, name=name)
-        try:
-            await self._stub.DetachDatabase(req, timeout=self._short)
-        except grpc.aio.AioRpcError as err:
-            raise _rpc_error(err) from None
+        await _unary(self._stub.DetachDatabase, req, self._short)
 
     async def stats(self, library: str = "") -> StoreStats:
         """Every library with documents (or only `library`), as each store counts it."""
-        try:
-            resp = await self._stub.Stats(ingest_pb2.StatsRequest(library=library), timeout=self._deadline)
-        except grpc.aio.AioRpcError as err:
-            raise _rpc_error(err) from None
+        resp = await _unary(self._stub.Stats, ingest_pb2.StatsRequest(library=library), self._deadline)
         return convert.store_stats_from_pb(resp)
 
     async def create_snapshot(self, name: str) -> SnapshotInfo:
         """Waits for a running ingest to finish, then snapshots every store."""
-        try:
-            resp = await self._stub.CreateSnapshot(
-                ingest_pb2.CreateSnapshotRequest(name=name), timeout=self._deadline
-            )
-        except grpc.aio.AioRpcError as err:
-            raise _rpc_error(err) from None
+        resp = await _unary(
+            self._stub.CreateSnapshot, ingest_pb2.CreateSnapshotRequest(name=name), self._deadline
+        )
         return convert.snapshot_from_pb(resp.snapshot)
 
     async def list_snapshots(self) -> list[SnapshotInfo]:
         """Oldest first."""
-        try:
-            resp = await self._stub.ListSnapshots(ingest_pb2.ListSnapshotsRequest(), timeout=self._short)
-        except grpc.aio.AioRpcError as err:
-            raise _rpc_error(err) from None
+        resp = await _unary(self._stub.ListSnapshots, ingest_pb2.ListSnapshotsRequest(), self._short)
         return [convert.snapshot_from_pb(x) for x in resp.snapshots]
 
     async def restore_snapshot(self, name: str) -> tuple[SnapshotInfo, dict[str, int]]:
         """The snapshot restored and the new version of each LanceDB table."""
-        try:
-            resp = await self._stub.RestoreSnapshot(
-                ingest_pb2.RestoreSnapshotRequest(name=name), timeout=self._deadline
-            )
-        except grpc.aio.AioRpcError as err:
-            raise _rpc_error(err) from None
+        resp = await _unary(
+            self._stub.RestoreSnapshot, ingest_pb2.RestoreSnapshotRequest(name=name), self._deadline
+        )
         return convert.snapshot_from_pb(resp.snapshot), dict(resp.table_versions)
 
     async def delete_snapshot(self, name: str) -> None:
-        try:
-            req = ingest_pb2.DeleteSnapshotRequest(name=name)
-            await self._stub.DeleteSnapshot(req, timeout=self._deadline)
-        except grpc.aio.AioRpcError as err:
-            raise _rpc_error(err) from None
+        await _unary(self._stub.DeleteSnapshot, ingest_pb2.DeleteSnapshotRequest(name=name), self._deadline)
 
     async def vacuum(self, older_than_days: int | None = None) -> VacuumReport:
         """None: the service's `ingest.retention_days`."""
         req = ingest_pb2.VacuumRequest()
         if older_than_days is not None:
             req.older_than_days = older_than_days
-        try:
-            resp = await self._stub.Vacuum(req, timeout=self._deadline)
-        except grpc.aio.AioRpcError as err:
-            raise _rpc_error(err) from None
+        resp = await _unary(self._stub.Vacuum, req, self._deadline)
         return convert.vacuum_from_pb(resp)
 
 
