@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ragstack import domain as d
-from ragstack.stores.snapshots import LibraryStats, SnapshotInfo, StoreStats, VacuumReport
+from ragstack.domain import LibraryStats, SnapshotInfo, StoreStats, VacuumReport
 from ragstack.v1 import agent_pb2, common_pb2, ingest_pb2, retrieve_pb2
 
 _MODE_TO_PB: dict[d.SearchMode, common_pb2.SearchMode] = {

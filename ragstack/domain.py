@@ -382,6 +382,55 @@ AskEvent = (
 )
 
 
+# The stores' lifecycle (ragstack/stores/snapshots.py): what Stats, snapshots and vacuum report.
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    name: str
+    created_at: str
+    table_versions: dict[str, int]
+    documents: int
+    chunks: int
+    bytes: int = 0  # of its copies (tantivy, catalog); LanceDB data is shared with the tables
+
+
+@dataclass(frozen=True)
+class LibraryStats:
+    name: str
+    documents: int = 0
+    chunks: int = 0  # as the catalog counts them
+    vector_chunks: int = 0
+    lexical_chunks: int = 0
+    lexical_pages: int = 0
+    media_types: dict[str, int] = field(default_factory=dict)
+    entities: int = 0
+    relations: int = 0
+    communities: int = 0
+    last_indexed_at: str = ""
+
+
+@dataclass(frozen=True)
+class StoreStats:
+    libraries: list[LibraryStats]
+    table_versions: dict[str, int]
+    lancedb_bytes: int
+    tantivy_bytes: int
+    catalog_bytes: int
+    snapshots_bytes: int
+    snapshots: int
+
+
+@dataclass(frozen=True)
+class VacuumReport:
+    older_than_days: int
+    versions_removed: int
+    table_versions_removed: dict[str, int]
+    fragments_compacted: int
+    lancedb_bytes_freed: int
+    tantivy_bytes_freed: int
+
+
 _LIBRARY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
 
 

@@ -11,8 +11,8 @@ from rich.table import Table
 
 from ragstack.cli.session import connect
 from ragstack.config import Config
+from ragstack.domain import SnapshotInfo
 from ragstack.rpc.clients import IngestClient
-from ragstack.stores.snapshots import SnapshotInfo
 
 
 def _client(cfg: Config, session: Any) -> IngestClient:

@@ -13,8 +13,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from ragstack import auth, convert
 from ragstack import domain as d
 from ragstack.config import SERVICE_NAMES
+from ragstack.domain import SnapshotInfo, StoreStats, VacuumReport
 from ragstack.errors import RpcError
-from ragstack.stores.snapshots import SnapshotInfo, StoreStats, VacuumReport
 from ragstack.telemetry import REQUEST_ID
 from ragstack.v1 import (
     agent_pb2,

@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from ragstack.domain import IngestSummary, SearchFilter, SearchMode
+from ragstack.domain import IngestSummary, LibraryStats, SearchFilter, SearchMode
 from ragstack.errors import AlreadyExists, InvalidArgument, NotFound
 from ragstack.guard.paths import PathGuard
 from ragstack.stores.catalog import Catalog
 from ragstack.stores.graph import GraphStore
 from ragstack.stores.lexical import LexicalStore
-from ragstack.stores.snapshots import LibraryStats, SnapshotUnusable, StoreLifecycle
+from ragstack.stores.snapshots import SnapshotUnusable, StoreLifecycle
 from ragstack.stores.vectors import VectorStore
 from services.ingest.graph_extract import EntityExtractor
 from services.ingest.graph_index import GraphIndex
