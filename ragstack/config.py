@@ -162,7 +162,7 @@ class RetrieveConfig(_Strict):
     query_precision: Literal["auto", "int8", "fp32"] = Field(
         "auto",
         description="Search queries are embedded with the embedder's int8 weights (model.int8.onnx, "
-        "about 3x faster on CPU; documents keep fp32 vectors) or with model.onnx (fp32); auto: int8 "
+        "about twice as fast on CPU; documents keep fp32 vectors) or with model.onnx (fp32); auto: int8 "
         "on CPU, fp32 on a GPU (where the int8 operators would run on the CPU).",
     )
     batch_window_ms: float = Field(

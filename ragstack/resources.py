@@ -53,6 +53,8 @@ class Resources:
                 QUANTIZED,
             )
             return self.embedder
+        # One thread a run: a query is a few dozen word pieces (a second thread did not make it
+        # faster) and the lexical search of the same request runs beside it.
         return Embedder(m.embedder_dir, m.provider, m.batch_size, m.max_length, 1, QUANTIZED)
 
     @functools.cached_property

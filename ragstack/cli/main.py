@@ -528,10 +528,12 @@ def models_install(
     env = tool_env or locations.data_home() / "tools" / "export"
     if models.is_complete(target) and not force and source is None:
         click.echo(f"{name}: present at {target} (--force installs it again)")
-        if not (target / models.QUANTIZED).is_file():  # installed by a release from before it
+        if name == "embedder" and not (target / models.QUANTIZED).is_file():  # an older install
             try:
                 models.quantize(target, env, progress)
+                check(target)
             except models.InstallError as err:
+                (target / models.QUANTIZED).unlink(missing_ok=True)  # the folder as it was
                 raise click.ClickException(str(err)) from None
         return
     task = "feature-extraction" if name == "embedder" else "text-classification"
