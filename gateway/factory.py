@@ -8,7 +8,8 @@ from collections.abc import Awaitable, Callable, Mapping
 import grpc
 from fastapi import FastAPI
 
-from gateway.app import Upstreams, create_app
+from gateway.app import create_app
+from gateway.deps import Upstreams
 from ragstack.config import Config
 from ragstack.rpc.clients import (
     GRPC_SERVICES,

@@ -17,7 +17,8 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 
-from gateway.app import Upstreams, doc_json, error_message, event_json
+from gateway.deps import Upstreams
+from gateway.encoding import doc_json, error_message, event_json
 from gateway.guards import scope_principal
 from ragstack import auth
 from ragstack.config import Config

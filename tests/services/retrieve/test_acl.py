@@ -341,7 +341,8 @@ async def test_groups_reach_the_ingest_from_the_gateway_the_clients_and_the_cli(
     from click.testing import CliRunner
     from fastapi.testclient import TestClient
 
-    from gateway.app import Upstreams, create_app
+    from gateway.app import create_app
+    from gateway.deps import Upstreams
     from ragstack import convert
     from ragstack.cli.main import cli
     from ragstack.domain import Document, IngestJob
