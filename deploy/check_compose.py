@@ -76,33 +76,53 @@ def structure_errors(doc: dict[str, Any]) -> list[str]:
     if not (ROOT / "docker" / "Dockerfile").exists():
         errors.append("deploy/docker/Dockerfile is missing")
     for name, svc in services.items():
-        where = f"services.{name}"
-        for dep, spec in (svc.get("depends_on") or {}).items():
-            if dep not in services:
-                errors.append(f"{where}.depends_on: no service {dep}")
-            elif services[dep].get("healthcheck") and spec.get("condition") != "service_healthy":
-                errors.append(f"{where}.depends_on.{dep}: condition should be service_healthy")
-        for volume in svc.get("volumes") or []:
-            source = volume.split(":", 1)[0] if isinstance(volume, str) else volume.get("source", "")
-            if source and not source.startswith((".", "/")) and source not in declared:
-                errors.append(f"{where}.volumes: {source} is not declared under volumes")
-        for port in svc.get("ports") or []:
-            if not str(port).startswith("127.0.0.1:"):
-                errors.append(f"{where}.ports: {port} is not published on loopback only")
-        if name not in RAGSTACK:
-            continue
-        build = svc.get("build") or {}
-        if build.get("dockerfile") != "deploy/docker/Dockerfile" or build.get("target") != name:
-            errors.append(f"{where}.build: target {name} of deploy/docker/Dockerfile expected")
-        test = (svc.get("healthcheck") or {}).get("test") or []
-        if test[:4] != ["CMD", "python", "/opt/ragstack/healthcheck.py", name]:
-            errors.append(f"{where}.healthcheck: expected healthcheck.py {name}, found {test}")
-        if svc.get("user") != "10001:10001" or svc.get("read_only") is not True:
-            errors.append(f"{where}: user 10001:10001 and read_only: true expected")
-        if svc.get("cap_drop") != ["ALL"] or "no-new-privileges:true" not in (svc.get("security_opt") or []):
-            errors.append(f"{where}: cap_drop [ALL] and no-new-privileges expected")
-        if name != "gateway" and svc.get("ports"):
-            errors.append(f"{where}: only the gateway is published")
+        errors += wiring_errors(name, svc, services, declared)
+        if name in RAGSTACK:
+            errors += ragstack_errors(name, svc)
+    return errors + stack_errors(services)
+
+
+def wiring_errors(name: str, svc: dict[str, Any], services: dict[str, Any], declared: set[str]) -> list[str]:
+    """Any service's dependencies, named volumes and published ports."""
+    errors = []
+    where = f"services.{name}"
+    for dep, spec in (svc.get("depends_on") or {}).items():
+        if dep not in services:
+            errors.append(f"{where}.depends_on: no service {dep}")
+        elif services[dep].get("healthcheck") and spec.get("condition") != "service_healthy":
+            errors.append(f"{where}.depends_on.{dep}: condition should be service_healthy")
+    for volume in svc.get("volumes") or []:
+        source = volume.split(":", 1)[0] if isinstance(volume, str) else volume.get("source", "")
+        if source and not source.startswith((".", "/")) and source not in declared:
+            errors.append(f"{where}.volumes: {source} is not declared under volumes")
+    for port in svc.get("ports") or []:
+        if not str(port).startswith("127.0.0.1:"):
+            errors.append(f"{where}.ports: {port} is not published on loopback only")
+    return errors
+
+
+def ragstack_errors(name: str, svc: dict[str, Any]) -> list[str]:
+    """A RAGStack service's image, healthcheck and hardening."""
+    errors = []
+    where = f"services.{name}"
+    build = svc.get("build") or {}
+    if build.get("dockerfile") != "deploy/docker/Dockerfile" or build.get("target") != name:
+        errors.append(f"{where}.build: target {name} of deploy/docker/Dockerfile expected")
+    test = (svc.get("healthcheck") or {}).get("test") or []
+    if test[:4] != ["CMD", "python", "/opt/ragstack/healthcheck.py", name]:
+        errors.append(f"{where}.healthcheck: expected healthcheck.py {name}, found {test}")
+    if svc.get("user") != "10001:10001" or svc.get("read_only") is not True:
+        errors.append(f"{where}: user 10001:10001 and read_only: true expected")
+    if svc.get("cap_drop") != ["ALL"] or "no-new-privileges:true" not in (svc.get("security_opt") or []):
+        errors.append(f"{where}: cap_drop [ALL] and no-new-privileges expected")
+    if name != "gateway" and svc.get("ports"):
+        errors.append(f"{where}: only the gateway is published")
+    return errors
+
+
+def stack_errors(services: dict[str, Any]) -> list[str]:
+    """What the services need of each other: the gateway in front of the rest, one shared data volume."""
+    errors = []
     gateway_deps = services.get("gateway", {}).get("depends_on") or {}
     if set(gateway_deps) != set(RAGSTACK) - {"gateway"}:
         errors.append(f"services.gateway.depends_on: {sorted(gateway_deps)}, expected the four services")
