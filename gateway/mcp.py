@@ -9,6 +9,7 @@ refusal names the permission, and by every service again); over stdio the local 
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 from dataclasses import asdict
 from typing import Any
@@ -53,25 +54,27 @@ def count(top_k: int) -> int:
     return top_k
 
 
+@contextlib.contextmanager
+def as_caller(ctx: Context, method: str, library: str | None, default_library: str) -> Iterator[None]:
+    """Runs a tool as its caller; a refusal or failure becomes the tool's error, named."""
+    request = getattr(ctx.request_context, "request", None)
+    principal = auth.LOCAL if request is None else scope_principal(request.scope)
+    if principal is None:  # the gateway's RequireKey answers 401 before this
+        raise ToolError("UNAUTHENTICATED: a valid API key is needed")
+    token = auth.PRINCIPAL.set(principal)
+    try:
+        permit(f"/ragstack.v1.{method}", library, principal, default_library)
+        yield
+    except RagstackError as err:
+        raise ToolError(f"{err.code}: {error_message(err)}") from None
+    finally:
+        auth.PRINCIPAL.reset(token)
+
+
 def build(upstreams: Upstreams, default_library: str = "default", read_only: bool = False) -> MCPServer:
     """The MCP server over `upstreams`; `read_only` leaves the `ingest` tool out."""
     server: MCPServer = MCPServer("ragstack", instructions=INSTRUCTIONS)
-
-    @contextlib.contextmanager
-    def calling(ctx: Context, method: str, library: str | None) -> Iterator[None]:
-        """Runs the tool as its caller; a refusal or failure becomes the tool's error, named."""
-        request = getattr(ctx.request_context, "request", None)
-        principal = auth.LOCAL if request is None else scope_principal(request.scope)
-        if principal is None:  # the gateway's RequireKey answers 401 before this
-            raise ToolError("UNAUTHENTICATED: a valid API key is needed")
-        token = auth.PRINCIPAL.set(principal)
-        try:
-            permit(f"/ragstack.v1.{method}", library, principal, default_library)
-            yield
-        except RagstackError as err:
-            raise ToolError(f"{err.code}: {error_message(err)}") from None
-        finally:
-            auth.PRINCIPAL.reset(token)
+    calling = functools.partial(as_caller, default_library=default_library)
 
     @server.tool(annotations=READ)
     async def ask(
