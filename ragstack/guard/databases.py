@@ -189,31 +189,13 @@ class DatabaseGuard:
             if _PLACEHOLDER in raw:
                 raise InvalidArgument(f"{_ONLY_PASSWORD}; found in the {where}")
 
-        params: dict[str, str] = {}
         given = {k for k, v in (("user", user_raw), ("port", port_raw), ("dbname", path_raw)) if v}
         if colon:
             given.add("password")
-        for piece in (m.group("query") or "").split("&"):
-            if not piece:
-                continue
-            key_raw, eq, value_raw = piece.partition("=")
-            key = unquote(key_raw)
-            if _PLACEHOLDER in key_raw or (_PLACEHOLDER in value_raw and key != "password"):
-                raise InvalidArgument(f"{_ONLY_PASSWORD}; found in the parameter {key[:40]!r}")
-            if not eq:
-                raise InvalidArgument(f"URL parameter {key[:40]!r} has no value")
-            if key not in PG_PARAMETERS:
-                raise InvalidArgument(
-                    f"URL parameter {key[:40]!r} is not allowed in an attached PostgreSQL URL: it connects "
-                    f"only to its one host, with these parameters: {', '.join(sorted(PG_PARAMETERS))}"
-                )
-            if key in given:
-                raise InvalidArgument(f"`{key}` is given twice in the database URL")
-            given.add(key)
-            if key == "password":
-                password_raw = value_raw
-            else:
-                params[key] = unquote(value_raw)
+        query = _query_parameters(m.group("query") or "", given)
+        has_password = "password" in given or "password" in query
+        password_raw = query.pop("password", password_raw)
+        params = {key: unquote(value) for key, value in query.items()}
 
         host = unquote(host_raw)
         self._check_host(host)
@@ -228,7 +210,7 @@ class DatabaseGuard:
         if path_raw:
             params["dbname"] = unquote(path_raw)
         secrets: tuple[str, ...] = ()
-        if "password" in given:
+        if has_password:
             password, secrets = self._password(password_raw)
             params["password"] = password
             secrets = (*secrets, password) if password else secrets
@@ -266,6 +248,31 @@ class DatabaseGuard:
                 )
         expanded, secrets = expand(raw, self._environ)
         return unquote(expanded), secrets
+
+
+def _query_parameters(query: str, given: set[str]) -> dict[str, str]:
+    """The parameters the query of an attached PostgreSQL URL sets, each checked, with its value as
+    written (the password's `${NAME}` is read before it is unquoted); `given`: the parameters the
+    rest of the URL sets, which the query may not set again."""
+    found: dict[str, str] = {}
+    for piece in query.split("&"):
+        if not piece:
+            continue
+        key_raw, eq, value_raw = piece.partition("=")
+        key = unquote(key_raw)
+        if _PLACEHOLDER in key_raw or (_PLACEHOLDER in value_raw and key != "password"):
+            raise InvalidArgument(f"{_ONLY_PASSWORD}; found in the parameter {key[:40]!r}")
+        if not eq:
+            raise InvalidArgument(f"URL parameter {key[:40]!r} has no value")
+        if key not in PG_PARAMETERS:
+            raise InvalidArgument(
+                f"URL parameter {key[:40]!r} is not allowed in an attached PostgreSQL URL: it connects "
+                f"only to its one host, with these parameters: {', '.join(sorted(PG_PARAMETERS))}"
+            )
+        if key in given or key in found:
+            raise InvalidArgument(f"`{key}` is given twice in the database URL")
+        found[key] = value_raw
+    return found
 
 
 def _split_port(hostport: str) -> tuple[str, str]:
