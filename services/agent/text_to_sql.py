@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -121,18 +121,28 @@ def offline_plan(question: str, databases: Sequence[d.Database]) -> Plan | None:
     return _plan_table(question, db, table)
 
 
+@dataclass
+class _Filters:
+    """The statement's WHERE conditions, each also in words for the plan's description."""
+
+    where: list[str] = field(default_factory=list)
+    said: list[str] = field(default_factory=list)
+
+    def add(self, condition: str, words: str) -> None:
+        self.where.append(condition)
+        self.said.append(words)
+
+
 def _plan_table(question: str, db: d.Database, table: d.Table) -> Plan | None:
     text = question.lower()
     words = _WORD.findall(text)
     explained = set(_AGG_WORDS) | _GENERIC | set(STOPWORDS) | _parts(table.name)
-    q = _quote
     function = next((f for f, pattern in _AGGREGATES if pattern.search(text)), None)
     if function is None:
         return None
     named = [c for c in table.columns if _parts(c.name) - {"id", "at", "on"} & {_stem(w) for w in words}]
 
-    where: list[str] = []
-    said: list[str] = []
+    filters = _Filters()
     date_words: set[str] = set()
     # Month and year filters on a date column: the one the question names ("shipped" -> shipped_at).
     months = [m for m in _MONTHS if re.search(rf"\b{m}\b", text)]
@@ -144,50 +154,22 @@ def _plan_table(question: str, db: d.Database, table: d.Table) -> Plan | None:
         date = dates[0]
         date_words = _parts(date.name)
         explained |= date_words | set(months) | set(years)
-        if months:
-            numbers = ", ".join(str(_MONTHS[m]) for m in months)
-            where.append(f"{_date_part('month', q(date.name), db.dialect)} IN ({numbers})")
-            said.append(f"{date.name} in {' or '.join(m.capitalize() for m in months)}")
-        if years:
-            where.append(f"{_date_part('year', q(date.name), db.dialect)} = {years[0]}")
-            said.append(f"{date.name} in {years[0]}")
-    # Values of categorical text columns the question names ("late" -> status = 'late').
-    for column in table.columns:
-        if column.numeric or column.temporal or _is_key(column):
-            continue
-        values = [
-            v
-            for v in column.samples
-            if len(v) > 1 and re.search(rf"(?<![\w-]){re.escape(v.lower())}(?![\w-])", text)
-        ]
-        # A word that named the date column ("shipped" for shipped_at) is not also a value.
-        values = [v for v in values if not set(_WORD.findall(v.lower())) <= date_words]
-        if values:
-            explained |= {w for v in values for w in _WORD.findall(v.lower())}
-            if len(values) == 1:
-                where.append(f"{q(column.name)} = {_string(values[0])}")
-                said.append(f"{column.name} {values[0]}")
-            else:
-                where.append(f"{q(column.name)} IN ({', '.join(_string(v) for v in values)})")
-                said.append(f"{column.name} {' or '.join(values)}")
-    # The measured column: a numeric one the question names, or the table's only one.
+        _filter_dates(filters, date, months, years, db.dialect)
+    explained |= _filter_values(filters, text, table, date_words)
     measure: d.Column | None = None
     if function != "count":
-        temporal = function in ("max", "min") and re.search(r"latest|most recent|earliest|first", text)
-        pool = [c for c in named if (c.temporal if temporal else c.numeric) and not _is_key(c)]
-        if not pool:
-            pool = [c for c in table.columns if (c.temporal if temporal else c.numeric) and not _is_key(c)]
-            if len(pool) != 1:
-                return None
-        measure = pool[0]
+        measure = _measure(function, text, named, table)
+        if measure is None:
+            return None
         explained |= _parts(measure.name)
     # Numeric comparisons ("over 100") on the measured column or a numeric one the question names.
     for phrase, number in _COMPARE.findall(text):
         numeric = [c for c in named if c.numeric and not _is_key(c)] or ([measure] if measure else [])
         if not numeric:
             return None
-        where.append(f"{q(numeric[0].name)} {_OPERATORS[phrase]} {number}")
-        said.append(f"{numeric[0].name} {phrase} {number}")
+        filters.add(
+            f"{_quote(numeric[0].name)} {_OPERATORS[phrase]} {number}", f"{numeric[0].name} {phrase} {number}"
+        )
         explained |= set(phrase.split()) | {number} | _parts(numeric[0].name)
     # Grouping ("per status", "by country", "for each customer").
     group: d.Column | None = None
@@ -199,7 +181,68 @@ def _plan_table(question: str, db: d.Database, table: d.Table) -> Plan | None:
     unexplained = [w for w in words if w not in explained and _stem(w) not in explained and not w.isdigit()]
     if unexplained:
         return None
+    sql = _sql(function, table, measure, group, filters.where)
+    return Plan(db.name, sql, _description(function, table, measure, group, filters.said), "offline")
 
+
+def _filter_dates(
+    filters: _Filters, date: d.Column, months: list[str], years: list[str], dialect: str
+) -> None:
+    if months:
+        numbers = ", ".join(str(_MONTHS[m]) for m in months)
+        filters.add(
+            f"{_date_part('month', _quote(date.name), dialect)} IN ({numbers})",
+            f"{date.name} in {' or '.join(m.capitalize() for m in months)}",
+        )
+    if years:
+        filters.add(
+            f"{_date_part('year', _quote(date.name), dialect)} = {years[0]}", f"{date.name} in {years[0]}"
+        )
+
+
+def _filter_values(filters: _Filters, text: str, table: d.Table, date_words: set[str]) -> set[str]:
+    """Filters on the values of categorical text columns the question names ("late" -> status =
+    'late'); the words of those values."""
+    explained: set[str] = set()
+    for column in table.columns:
+        if column.numeric or column.temporal or _is_key(column):
+            continue
+        values = [
+            v
+            for v in column.samples
+            if len(v) > 1 and re.search(rf"(?<![\w-]){re.escape(v.lower())}(?![\w-])", text)
+        ]
+        # A word that named the date column ("shipped" for shipped_at) is not also a value.
+        values = [v for v in values if not set(_WORD.findall(v.lower())) <= date_words]
+        if not values:
+            continue
+        explained |= {w for v in values for w in _WORD.findall(v.lower())}
+        if len(values) == 1:
+            filters.add(f"{_quote(column.name)} = {_string(values[0])}", f"{column.name} {values[0]}")
+        else:
+            filters.add(
+                f"{_quote(column.name)} IN ({', '.join(_string(v) for v in values)})",
+                f"{column.name} {' or '.join(values)}",
+            )
+    return explained
+
+
+def _measure(function: str, text: str, named: list[d.Column], table: d.Table) -> d.Column | None:
+    """The measured column: a numeric one the question names, or the table's only one (a date one
+    for the latest or earliest); None when neither settles it."""
+    temporal = function in ("max", "min") and re.search(r"latest|most recent|earliest|first", text)
+    pool = [c for c in named if (c.temporal if temporal else c.numeric) and not _is_key(c)]
+    if not pool:
+        pool = [c for c in table.columns if (c.temporal if temporal else c.numeric) and not _is_key(c)]
+        if len(pool) != 1:
+            return None
+    return pool[0]
+
+
+def _sql(
+    function: str, table: d.Table, measure: d.Column | None, group: d.Column | None, where: list[str]
+) -> str:
+    q = _quote
     target = "*" if measure is None else q(measure.name)
     aggregate = f"{function.upper()}({target})"
     select = f"{q(group.name)}, {aggregate} AS {q(function)}" if group else f"{aggregate} AS {q(function)}"
@@ -208,12 +251,15 @@ def _plan_table(question: str, db: d.Database, table: d.Table) -> Plan | None:
         sql += " WHERE " + " AND ".join(where)
     if group:
         sql += f" GROUP BY {q(group.name)} ORDER BY 2 DESC"
+    return sql
+
+
+def _description(
+    function: str, table: d.Table, measure: d.Column | None, group: d.Column | None, said: list[str]
+) -> str:
     noun = {"count": "number", "avg": "average", "sum": "total", "max": "maximum", "min": "minimum"}[function]
     of = f"the {noun} of {table.name}" if measure is None else f"the {noun} {measure.name} of {table.name}"
-    description = (
-        of + (f" with {' and '.join(said)}" if said else "") + (f" per {group.name}" if group else "")
-    )
-    return Plan(db.name, sql, description, "offline")
+    return of + (f" with {' and '.join(said)}" if said else "") + (f" per {group.name}" if group else "")
 
 
 class _Statement(BaseModel):
