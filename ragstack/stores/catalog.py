@@ -45,11 +45,13 @@ class Catalog:
             row = self._db.execute("SELECT record FROM journal WHERE id = 1").fetchone()
         return str(row[0]) if row else None
 
-    def end_batch(self, docs: Iterable[Document] = ()) -> None:
-        """The batch's catalog rows and the end of its journal entry, in one transaction."""
+    def end_batch(self, docs: Iterable[Document] = (), removed: Iterable[tuple[str, str]] = ()) -> None:
+        """The batch's catalog rows (`docs` written, `removed`: (library, document id) gone) and the
+        end of its journal entry, in one transaction."""
         rows = [_row(d) for d in docs]
         with self._lock:
             self._db.execute("BEGIN")
+            self._db.executemany("DELETE FROM documents WHERE library = ? AND document_id = ?", list(removed))
             self._db.executemany(_INSERT, rows)
             self._db.execute("DELETE FROM journal WHERE id = 1")
             self._db.execute("COMMIT")
@@ -77,12 +79,6 @@ class Catalog:
             self._db.execute("BEGIN")
             self._db.executemany(_INSERT, rows)
             self._db.execute("COMMIT")
-
-    def delete(self, library: str, document_id: str) -> None:
-        with self._lock:
-            self._db.execute(
-                "DELETE FROM documents WHERE library = ? AND document_id = ?", (library, document_id)
-            )
 
     def list(self, library: str) -> list[Document]:
         with self._lock:

@@ -190,11 +190,6 @@ class LexicalStore:
             self._writer.wait_merging_threads()
             self._writer = None
 
-    def delete_document(self, library: str, document_id: str) -> None:
-        assert self._writer is not None, "read-only LexicalStore"
-        self._writer.delete_documents_by_term("doc_key", doc_key(library, document_id))
-        self._commit()
-
     def opstamp(self) -> int:
         """The last commit's stamp (from meta.json): it changes with every commit."""
         meta = self._path / "meta.json"

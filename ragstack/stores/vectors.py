@@ -295,15 +295,6 @@ class VectorStore:
             .execute(pa.Table.from_pylist(rows, schema=_schema(self.dimension)))
         )
 
-    def delete_document(self, library: str, document_id: str) -> int:
-        table = self._open()
-        if table is None:
-            return 0
-        where = f"library = {sql_str(library)} AND document_id = {sql_str(document_id)}"
-        n = int(table.count_rows(where))
-        table.delete(where)
-        return n
-
     def search(
         self, vector: np.ndarray, library: str, k: int, where: SearchFilter | None = None
     ) -> list[tuple[Chunk, float]]:

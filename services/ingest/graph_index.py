@@ -180,9 +180,6 @@ class GraphIndex:
         self._store.replace_documents(library, document_ids, mentions, relations, groups)
         touched.update(m.key for m in mentions)
 
-    def delete(self, library: str, document_id: str) -> None:
-        self.write(library, [document_id], [], [])
-
     def _with_llm_summary(self, community: Community) -> Community:
         """The LLM's paragraph ahead of the extractive summary (which keeps the entity list and the
         evidence); the extractive one alone when the LLM fails."""

@@ -19,7 +19,6 @@ store in the same batch commit as any other change.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import threading
 import time
@@ -27,7 +26,7 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 from opentelemetry import trace
@@ -45,7 +44,6 @@ from ragstack.domain import (
 from ragstack.errors import DocumentNotFound, InvalidArgument, PermissionDenied, RagstackError
 from ragstack.knowledge_graph import EntityMention, Relation
 from ragstack.stores.catalog import Catalog
-from ragstack.stores.location import table_names
 from services.ingest import readers
 from services.ingest.ahead import Ahead
 from services.ingest.budgets import Budgets
@@ -54,6 +52,7 @@ from services.ingest.enrich import Enricher
 from services.ingest.graph_index import GraphIndex
 from services.ingest.parse_worker import ParsePool, is_heavy
 from services.ingest.sources import DocItem, Rejected, SourceItem, expand
+from services.ingest.unit_of_work import Change, LexicalWriter, UnitOfWork, VectorWriter
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("ragstack.ingest")
@@ -62,29 +61,6 @@ tracer = trace.get_tracer("ragstack.ingest")
 class EmbedderPort(Protocol):
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
     def count_tokens(self, text: str) -> int: ...
-
-
-class VectorWriter(Protocol):
-    def replace_documents(
-        self, library: str, document_ids: Sequence[str], chunks: Sequence[Chunk], vectors: np.ndarray
-    ) -> None: ...
-    def delete_document(self, library: str, document_id: str) -> int: ...
-    def build_ann_index(self, min_rows: int) -> bool: ...
-    def connection(self) -> Any: ...  # the LanceDB connection: the journal reads and restores its tables
-    def reopen(self) -> None: ...
-
-
-class LexicalWriter(Protocol):
-    def replace_documents(
-        self,
-        library: str,
-        document_ids: Sequence[str],
-        chunks: Sequence[Chunk],
-        pages: Sequence[PageText] = (),
-    ) -> None: ...
-    def delete_document(self, library: str, document_id: str) -> None: ...
-    def opstamp(self) -> int: ...
-    def rollback(self) -> None: ...
 
 
 @dataclass
@@ -137,11 +113,11 @@ class IngestPipeline:
         self._clock = clock
         self._budgets = budgets or Budgets()
         self._parser = parser
-        # Runs go on side by side (a small ingest beside a long one); their batches are written one
-        # at a time (the journal holds one batch), as are the removals and the graph's refresh.
-        self._store_lock = threading.Lock()
+        # Runs go on side by side (a small ingest beside a long one); their batches, removals and
+        # deletes are written one unit at a time, and the ANN build and the graph's refresh wait.
+        self._stores = UnitOfWork(catalog, vectors, lexical, graph)
         self._extract_lock = threading.Lock()  # spaCy's pipeline is not to be run by two threads
-        self.recover()  # a batch a crash interrupted: finished or undone before anything else
+        self._stores.recover()  # a unit a crash interrupted: finished or undone before anything else
 
     def run(
         self,
@@ -217,7 +193,7 @@ class IngestPipeline:
             yield from _drain(summary, in_flight)
         if summary.indexed:
             try:
-                with tracer.start_as_current_span("ingest.ann_index"), self._store_lock:
+                with tracer.start_as_current_span("ingest.ann_index"), self._stores.lock:
                     self._vectors.build_ann_index(self._ann_min_rows)
             except Exception:  # exact search still works; the next run tries again
                 log.exception("building the ANN index failed")
@@ -232,7 +208,7 @@ class IngestPipeline:
     def _refresh_graph(self, library: str, summary: IngestSummary, changed: bool) -> None:
         assert self._graph is not None
         try:
-            with tracer.start_as_current_span("ingest.communities"), self._store_lock:
+            with tracer.start_as_current_span("ingest.communities"), self._stores.lock:
                 counts = self._graph.refresh(library) if changed else self._graph.counts(library)
         except Exception:  # the chunks are indexed; the next change refreshes the communities again
             log.exception("refreshing the graph communities of %s failed", library)
@@ -249,15 +225,19 @@ class IngestPipeline:
         total: int,
         caller: tuple[str, ...] | None,
     ) -> Iterator[FileProgress]:
-        for doc in self.list_documents(library, caller):
-            gone = doc.document_id not in seen and any(
-                doc.source == r or doc.source.startswith((r.rstrip("/") + "/", r + "#")) for r in roots
-            )
-            if gone:  # the graph's communities are refreshed once, after the run
-                with self._store_lock:
-                    self._delete(library, doc.document_id)
-                summary.removed += 1
-                yield FileProgress(doc.source, FileStage.REMOVED, total, total, doc.document_id)
+        gone = [
+            doc
+            for doc in self.list_documents(library, caller)
+            if doc.document_id not in seen
+            and any(doc.source == r or doc.source.startswith((r.rstrip("/") + "/", r + "#")) for r in roots)
+        ]
+        if not gone:
+            return
+        # All of them or none (a failure raises); the graph's communities are refreshed after the run.
+        self._stores.apply(Change(library, [doc.document_id for doc in gone]))
+        for doc in gone:
+            summary.removed += 1
+            yield FileProgress(doc.source, FileStage.REMOVED, total, total, doc.document_id)
 
     def _prepare(
         self,
@@ -388,77 +368,25 @@ class IngestPipeline:
         graph = extracted.result()
         indexed_at = self._now().isoformat()
         docs = [Document(**{**p.document.__dict__, "indexed_at": indexed_at}) for p in batch]
-        with self._store_lock:  # one batch at a time across runs: the journal holds one
-            return self._commit(batch, library, ids, chunks, vectors, graph, docs, total)
-
-    def _commit(
-        self,
-        batch: list[_Prepared],
-        library: str,
-        ids: list[str],
-        chunks: list[Chunk],
-        vectors: np.ndarray,
-        graph: tuple[list[EntityMention], list[Relation]],
-        docs: list[Document],
-        total: int,
-    ) -> list[FileProgress]:
-        # The journal says what is about to change and where every store stood, so that a crash
-        # between the stores' commits is rolled back (or forward) at the next start. LanceDB tables
-        # first, tantivy last: a failure before tantivy's commit rolls LanceDB back to where it was.
-        self._catalog.begin_batch(self._journal_entry(docs))
+        change = Change(
+            library,
+            ids,
+            docs,
+            chunks,
+            vectors,
+            [pg for p in batch for pg in p.pages],
+            *graph,
+            groups={p.item.document_id: p.document.groups for p in batch},
+        )
         try:
-            with tracer.start_as_current_span("ingest.index", attributes={"documents": len(batch)}):
-                self._vectors.replace_documents(library, ids, chunks, vectors)
-                if self._graph is not None:
-                    acl = {p.item.document_id: p.document.groups for p in batch}
-                    self._graph.write(library, ids, *graph, groups=acl)
-                self._lexical.replace_documents(library, ids, chunks, [pg for p in batch for pg in p.pages])
-                self._catalog.end_batch(docs)
+            self._stores.apply(change)
         except Exception as err:
-            log.exception("writing a batch of %d documents failed; rolling it back", len(batch))
-            try:
-                self.recover()
-            except Exception:  # the journal stays: the next start tries again
-                log.exception("rolling the batch back failed")
+            log.exception("writing a batch of %d documents failed; it was rolled back", len(batch))
             return [_failed(p.item.source, p.item.document_id, p.index, total, _reason(err)) for p in batch]
         return [
             FileProgress(p.item.source, FileStage.INDEXED, p.index, total, p.item.document_id, len(p.chunks))
             for p in batch
         ]
-
-    def _journal_entry(self, docs: list[Document]) -> str:
-        db = self._vectors.connection()
-        tables = {name: int(db.open_table(name).version) for name in table_names(db)}
-        return json.dumps(
-            {"documents": [d.__dict__ for d in docs], "lancedb": tables, "tantivy": self._lexical.opstamp()}
-        )
-
-    def recover(self) -> str:
-        """Finishes a batch that stopped between the stores' commits (a crash, a failed write):
-        forward when tantivy, written last, committed (only the catalog rows were missing), else
-        back: every LanceDB table to its version before the batch. Returns what it did."""
-        record = self._catalog.pending_batch()
-        if record is None:
-            return "nothing"
-        entry = json.loads(record)
-        if self._lexical.opstamp() != entry["tantivy"]:
-            self._catalog.end_batch(
-                Document(**{**d, "groups": tuple(d.get("groups", ()))}) for d in entry["documents"]
-            )
-            log.warning("a batch of %d documents was finished after an interruption", len(entry["documents"]))
-            return "forward"
-        self._lexical.rollback()
-        db = self._vectors.connection()
-        for name, version in entry["lancedb"].items():
-            table = db.open_table(name)
-            if int(table.version) != version:
-                table.restore(version)
-        self._vectors.reopen()
-        if self._graph is not None:
-            self._graph.reopen()
-        self._catalog.end_batch()
-        log.warning("a batch of %d documents was rolled back after an interruption", len(entry["documents"]))
-        return "back"
 
     def _extract(self, chunks: list[Chunk]) -> tuple[list[EntityMention], list[Relation]]:
         """Entities and relations of a batch; none (logged) when extraction fails, which never
@@ -495,20 +423,12 @@ class IngestPipeline:
         return doc
 
     def delete_document(self, library: str, document_id: str, acl: tuple[str, ...] | None = None) -> int:
-        self.get_document(library, document_id, acl)
-        with self._store_lock:
-            removed = self._delete(library, document_id)
+        """Removes the document from every store, all or nothing; returns its number of chunks."""
+        doc = self.get_document(library, document_id, acl)
+        self._stores.apply(Change(library, [document_id]))
         if self._graph is not None:
             self._refresh_graph(library, IngestSummary(), changed=True)
-        return removed
-
-    def _delete(self, library: str, document_id: str) -> int:
-        removed = self._vectors.delete_document(library, document_id)
-        self._lexical.delete_document(library, document_id)
-        if self._graph is not None:
-            self._graph.delete(library, document_id)
-        self._catalog.delete(library, document_id)
-        return removed
+        return doc.chunk_count
 
 
 def _chunk_count(prepared: _Prepared | None) -> int:

@@ -43,7 +43,7 @@ def test_a_replica_follows_the_published_generations(tmp_path: Path) -> None:
         writer.replace_documents(
             "default", ["tapir"], [chunk("tapir", "The tapir browses in the rainforest.")]
         )
-        writer.delete_document("default", "okapi")
+        writer.replace_documents("default", ["okapi"], [])  # removed
         assert publisher.publish() == 2
         generation, folder = reader.latest()
         assert generation == 2 and folder is not None

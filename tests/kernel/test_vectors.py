@@ -39,7 +39,7 @@ def test_memory_search_matches_lancedb_and_sees_new_writes(tmp_path: Path) -> No
     new = chunks(1, doc="fresh")
     writer.replace_documents("lib", ["fresh"], new, -vecs[:1])
     assert reader.search(-vecs[0], "lib", 1)[0][0].chunk_id == "fresh:0"
-    writer.delete_document("lib", "fresh")
+    writer.replace_documents("lib", ["fresh"], [], np.zeros((0, DIM), np.float32))  # removed
     assert reader.search(-vecs[0], "lib", 1)[0][0].chunk_id != "fresh:0"
 
 

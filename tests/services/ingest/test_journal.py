@@ -1,9 +1,14 @@
-"""A batch's writes across LanceDB, tantivy and the catalog succeed together or not at all, on real
-stores: a write that fails rolls LanceDB back; a batch a crash stopped before tantivy's commit is
-rolled back at the next start, one stopped after it is finished (only the catalog rows were missing)."""
+"""A unit of writes across LanceDB, tantivy and the catalog (an ingest batch, a delete, a prune)
+succeeds everywhere or nowhere, on real stores: a write that fails rolls LanceDB back; a unit a
+crash stopped before tantivy's commit is rolled back at the next start, one stopped after it is
+finished (only the catalog rows were missing)."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +20,7 @@ from ragstack.stores.lexical import LexicalStore
 from ragstack.stores.vectors import VectorStore, sql_str
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.sources import upload_items
+from tests.conftest import MODEL_DIR
 
 
 class Crash(BaseException):
@@ -33,8 +39,10 @@ def pipeline(tmp_path: Path, embedder: Any, lexical: LexicalStore | None = None)
     )
 
 
-def ingest(p: IngestPipeline, text: str) -> IngestSummary:
-    events = list(p.run(upload_items("default", [("okapi.md", text.encode())]), "default"))
+def ingest(p: IngestPipeline, text: str, name: str = "okapi.md", prune: bool = False) -> IngestSummary:
+    """Uploads `text` as `name`; with `prune`, the library's other uploads are removed."""
+    roots = ["upload://default"] if prune else []
+    events = list(p.run(upload_items("default", [(name, text.encode())]), "default", roots))
     summary = events[-1]
     assert isinstance(summary, IngestSummary)
     return summary
@@ -43,6 +51,8 @@ def ingest(p: IngestPipeline, text: str) -> IngestSummary:
 def state(tmp_path: Path, embedder: Any) -> tuple[list[str], list[str], list[str]]:
     """(the document's chunk texts in LanceDB, in tantivy, the catalog's documents)."""
     table = VectorStore(tmp_path / "lance", embedder.dimension)._open()
+    if table is None:
+        return [], [], []
     lance = sorted(r["text"] for r in table.search().where(f"library = {sql_str('default')}").to_list())
     lexical = sorted(c.text for c, _ in LexicalStore(tmp_path / "tantivy").search("okapi", "default", 10))
     catalog = [d.source for d in Catalog(tmp_path / "catalog.sqlite").list("default")]
@@ -103,3 +113,91 @@ def test_a_crash_between_the_commits_is_finished_at_the_next_start(
     else:
         assert "giraffe" in " ".join(lance)  # finished: the new version, now in the catalog too
         assert ingest(again, NEW).unchanged == 1
+
+
+TAPIR = "# Tapir\n\nThe okapi is not a tapir; the tapir browses in the rainforest.\n"
+WINDOWS = ("before tantivy commits", "after tantivy commits")
+
+# Another process builds the pipeline, ingests two documents, then deletes one (or prunes it) and
+# is killed with SIGKILL inside the unit's window: nothing unwinds, no handler runs.
+_KILLED = """
+import os, signal, sys
+from pathlib import Path
+from ragstack.embedding import Embedder
+from tests.services.ingest.test_journal import OLD, TAPIR, ingest, pipeline
+
+folder, operation, where = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+p = pipeline(folder, Embedder(Path(sys.argv[4])))
+ingest(p, OLD)
+ingest(p, TAPIR, "tapir.md")
+print(p.list_documents("default")[0].document_id, flush=True)
+
+def kill(*args, **kw):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+if where == "before tantivy commits":
+    p._lexical.replace_documents = kill
+else:
+    p._catalog.end_batch = kill
+if operation == "delete":
+    p.delete_document("default", p.list_documents("default")[0].document_id)
+else:
+    ingest(p, TAPIR, "tapir.md", prune=True)  # okapi.md is no longer uploaded: pruned
+"""
+
+
+def okapi_state(tmp_path: Path, embedder: Any) -> tuple[bool, bool, bool]:
+    """Whether okapi.md's chunks are in LanceDB, in tantivy, and it is in the catalog."""
+    lance, lexical, catalog = state(tmp_path, embedder)
+    return (
+        any("Congo" in t for t in lance),
+        any("Congo" in t for t in lexical),
+        "upload://default/okapi.md" in catalog,
+    )
+
+
+@pytest.mark.parametrize("operation", ["delete", "prune"])
+@pytest.mark.parametrize("where", WINDOWS)
+def test_kill_9_during_a_delete_or_prune_is_finished_or_undone_at_the_next_start(
+    tmp_path: Path, embedder, operation: str, where: str
+) -> None:  # type: ignore[no-untyped-def]
+    done = subprocess.run(
+        [sys.executable, "-c", _KILLED, str(tmp_path), operation, where, str(MODEL_DIR)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).parents[3],
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
+    if where == "before tantivy commits":  # the window: LanceDB without okapi, tantivy with it
+        assert okapi_state(tmp_path, embedder)[:2] == (False, True)
+    else:  # tantivy without it, the catalog still listing it
+        assert okapi_state(tmp_path, embedder)[1:] == (False, True)
+
+    again = pipeline(tmp_path, embedder)  # the next start
+    gone = where == "after tantivy commits"
+    assert okapi_state(tmp_path, embedder) == (not gone,) * 3  # every store agrees
+    lance, lexical, catalog = state(tmp_path, embedder)
+    assert any("tapir" in t for t in lance) and any("tapir" in t for t in lexical)
+    assert "upload://default/tapir.md" in catalog  # the other document was never touched
+    if not gone:  # undone: the delete can simply be asked again
+        again.delete_document("default", again.list_documents("default")[0].document_id)
+        assert okapi_state(tmp_path, embedder) == (False, False, False)
+
+
+def test_a_failed_delete_changes_no_store(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+    p = pipeline(tmp_path, embedder)
+    ingest(p, OLD)
+    ingest(p, TAPIR, "tapir.md")
+    before = state(tmp_path, embedder)
+
+    def broken(*args: Any, **kw: Any) -> None:
+        raise OSError("disk full")
+
+    p._lexical.replace_documents = broken  # type: ignore[method-assign]
+    with pytest.raises(OSError, match="disk full"):
+        p.delete_document("default", p.list_documents("default")[0].document_id)
+    with pytest.raises(OSError, match="disk full"):
+        ingest(p, TAPIR, "tapir.md", prune=True)
+    assert state(tmp_path, embedder) == before

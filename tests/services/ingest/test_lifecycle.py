@@ -322,7 +322,7 @@ def test_a_replaced_lexical_index_is_seen_whole_by_an_open_reader(
     writer.replace_documents("lib", ["a"], [chunk("a", "apples and pears")])
     writer.copy_to(tmp_path / "copy")
     writer.replace_documents("lib", ["b"], [chunk("b", "bananas and pears")])
-    writer.delete_document("lib", "a")
+    writer.replace_documents("lib", ["a"], [])  # removed
     assert [c.document_id for c, _ in reader.search("pears", "lib", 5)] == ["b"]
 
     writer.replace_with(tmp_path / "copy")
@@ -350,7 +350,7 @@ def test_a_restored_lexical_index_is_published_to_replicas(tmp_path: Path) -> No
     writer.replace_documents("lib", ["a"], [chunk("a", "apples and pears")])
     writer.copy_to(tmp_path / "copy")
     writer.replace_documents("lib", ["b"], [chunk("b", "bananas and pears")])
-    writer.delete_document("lib", "a")
+    writer.replace_documents("lib", ["a"], [])  # removed
     assert [c.document_id for c, _ in replica.search("pears", "lib", 5)] == ["b"]
     writer.replace_with(tmp_path / "copy")  # published as the next generation
     time.sleep(0.02)  # the replica's poll interval
