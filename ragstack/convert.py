@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ragstack import domain as d
-from ragstack.domain import LibraryStats, SnapshotInfo, StoreStats, VacuumReport
+from ragstack.convert_fields import from_pb, to_pb
+from ragstack.domain import SnapshotInfo, StoreStats, VacuumReport
 from ragstack.v1 import agent_pb2, common_pb2, ingest_pb2, retrieve_pb2
 
 _MODE_TO_PB: dict[d.SearchMode, common_pb2.SearchMode] = {
@@ -45,63 +46,19 @@ def mode_from_pb(value: int) -> d.SearchMode:
 
 
 def document_to_pb(doc: d.Document) -> common_pb2.Document:
-    return common_pb2.Document(
-        document_id=doc.document_id,
-        library=doc.library,
-        source=doc.source,
-        revision=doc.revision,
-        fingerprint=doc.fingerprint,
-        title=doc.title,
-        media_type=doc.media_type,
-        chunk_count=doc.chunk_count,
-        indexed_at=doc.indexed_at,
-        groups=list(doc.groups),
-    )
+    return to_pb(doc, common_pb2.Document)
 
 
 def document_from_pb(pb: common_pb2.Document) -> d.Document:
-    return d.Document(
-        document_id=pb.document_id,
-        library=pb.library,
-        source=pb.source,
-        revision=pb.revision,
-        fingerprint=pb.fingerprint,
-        title=pb.title,
-        media_type=pb.media_type,
-        chunk_count=pb.chunk_count,
-        indexed_at=pb.indexed_at,
-        groups=tuple(pb.groups),
-    )
+    return from_pb(pb, d.Document)
 
 
 def chunk_to_pb(chunk: d.Chunk) -> common_pb2.Chunk:
-    return common_pb2.Chunk(
-        chunk_id=chunk.chunk_id,
-        document_id=chunk.document_id,
-        library=chunk.library,
-        text=chunk.text,
-        heading_path=list(chunk.heading_path),
-        pages=list(chunk.pages),
-        position=chunk.position,
-        title=chunk.title,
-        source=chunk.source,
-        media_type=chunk.media_type,
-    )
+    return to_pb(chunk, common_pb2.Chunk)  # not its ACL groups: a caller sees only what it may
 
 
 def chunk_from_pb(pb: common_pb2.Chunk) -> d.Chunk:
-    return d.Chunk(
-        chunk_id=pb.chunk_id,
-        document_id=pb.document_id,
-        library=pb.library,
-        text=pb.text,
-        heading_path=tuple(pb.heading_path),
-        pages=tuple(pb.pages),
-        position=pb.position,
-        title=pb.title,
-        source=pb.source,
-        media_type=pb.media_type,
-    )
+    return from_pb(pb, d.Chunk)
 
 
 def hit_to_pb(hit: d.SearchHit) -> common_pb2.SearchHit:
@@ -114,13 +71,7 @@ def hit_to_pb(hit: d.SearchHit) -> common_pb2.SearchHit:
 
 
 def community_to_pb(c: d.CommunityHit) -> retrieve_pb2.CommunityHit:
-    return retrieve_pb2.CommunityHit(
-        community_id=c.community_id,
-        summary=c.summary,
-        score=c.score,
-        entities=list(c.entities),
-        chunk_ids=list(c.chunk_ids),
-    )
+    return to_pb(c, retrieve_pb2.CommunityHit)
 
 
 def hit_from_pb(pb: common_pb2.SearchHit) -> d.SearchHit:
@@ -284,89 +235,22 @@ def manifest_from_pb(pb: common_pb2.Manifest) -> d.Manifest:
 
 
 def progress_to_pb(p: d.FileProgress) -> ingest_pb2.IngestResponse:
-    return ingest_pb2.IngestResponse(
-        file=ingest_pb2.FileProgress(
-            source=p.source,
-            stage=_STAGE_TO_PB[p.stage],
-            document_id=p.document_id,
-            reason=p.reason,
-            chunk_count=p.chunk_count,
-            index=p.index,
-            total=p.total,
-        )
-    )
+    return ingest_pb2.IngestResponse(file=to_pb(p, ingest_pb2.FileProgress, stage=_STAGE_TO_PB[p.stage]))
 
 
 def summary_to_pb(s: d.IngestSummary) -> ingest_pb2.IngestResponse:
-    return ingest_pb2.IngestResponse(
-        summary=ingest_pb2.IngestSummary(
-            files=s.files,
-            indexed=s.indexed,
-            unchanged=s.unchanged,
-            failed=s.failed,
-            removed=s.removed,
-            chunks=s.chunks,
-            seconds=s.seconds,
-            failures=list(s.failures),
-            entities=s.entities,
-            relations=s.relations,
-            communities=s.communities,
-            communities_summarized=s.communities_summarized,
-            notes=list(s.notes),
-        )
-    )
+    return ingest_pb2.IngestResponse(summary=to_pb(s, ingest_pb2.IngestSummary))
 
 
 def ingest_job_from_pb(pb: ingest_pb2.IngestJob) -> d.IngestJob:
-    summary = (
-        ingest_event_from_pb(ingest_pb2.IngestResponse(summary=pb.summary))
-        if pb.HasField("summary")
-        else None
-    )
-    assert summary is None or isinstance(summary, d.IngestSummary)
     state = ingest_pb2.IngestJobState.Name(pb.state).removeprefix("INGEST_JOB_STATE_").lower()
-    return d.IngestJob(
-        pb.job_id,
-        pb.library,
-        state,
-        pb.submitted_at,
-        pb.updated_at,
-        pb.files_done,
-        summary,
-        pb.error,
-        pb.attempts,
-        pb.principal,
-    )
+    return from_pb(pb, d.IngestJob, state=state)
 
 
 def ingest_event_from_pb(pb: ingest_pb2.IngestResponse) -> d.FileProgress | d.IngestSummary:
     if pb.WhichOneof("event") == "summary":
-        s = pb.summary
-        return d.IngestSummary(
-            files=s.files,
-            indexed=s.indexed,
-            unchanged=s.unchanged,
-            failed=s.failed,
-            removed=s.removed,
-            chunks=s.chunks,
-            seconds=s.seconds,
-            failures=list(s.failures),
-            entities=s.entities,
-            relations=s.relations,
-            communities=s.communities,
-            communities_summarized=s.communities_summarized,
-            notes=list(s.notes),
-        )
-    f = pb.file
-    return d.FileProgress(
-        source=f.source,
-        stage=_STAGE_FROM_PB.get(f.stage, d.FileStage.FAILED),
-        index=f.index,
-        total=f.total,
-        document_id=f.document_id,
-        chunk_count=f.chunk_count,
-        reason=f.reason,
-    )
+        return from_pb(pb.summary, d.IngestSummary)
+    return from_pb(pb.file, d.FileProgress, stage=_STAGE_FROM_PB.get(pb.file.stage, d.FileStage.FAILED))
 
 
 def ask_event_to_pb(event: d.AskEvent) -> agent_pb2.AskResponse:
@@ -463,98 +347,24 @@ def ask_event_from_pb(pb: agent_pb2.AskResponse) -> d.AskEvent:
 
 
 def snapshot_to_pb(s: SnapshotInfo) -> ingest_pb2.Snapshot:
-    return ingest_pb2.Snapshot(
-        name=s.name,
-        created_at=s.created_at,
-        table_versions=s.table_versions,
-        documents=s.documents,
-        chunks=s.chunks,
-        bytes=s.bytes,
-    )
+    return to_pb(s, ingest_pb2.Snapshot)
 
 
 def snapshot_from_pb(pb: ingest_pb2.Snapshot) -> SnapshotInfo:
-    return SnapshotInfo(
-        name=pb.name,
-        created_at=pb.created_at,
-        table_versions=dict(pb.table_versions),
-        documents=pb.documents,
-        chunks=pb.chunks,
-        bytes=pb.bytes,
-    )
+    return from_pb(pb, SnapshotInfo)
 
 
 def store_stats_to_pb(s: StoreStats) -> ingest_pb2.StatsResponse:
-    return ingest_pb2.StatsResponse(
-        libraries=[
-            ingest_pb2.LibraryStats(
-                name=x.name,
-                documents=x.documents,
-                chunks=x.chunks,
-                vector_chunks=x.vector_chunks,
-                lexical_chunks=x.lexical_chunks,
-                lexical_pages=x.lexical_pages,
-                media_types=x.media_types,
-                entities=x.entities,
-                relations=x.relations,
-                communities=x.communities,
-                last_indexed_at=x.last_indexed_at,
-            )
-            for x in s.libraries
-        ],
-        table_versions=s.table_versions,
-        lancedb_bytes=s.lancedb_bytes,
-        tantivy_bytes=s.tantivy_bytes,
-        catalog_bytes=s.catalog_bytes,
-        snapshots_bytes=s.snapshots_bytes,
-        snapshots=s.snapshots,
-    )
+    return to_pb(s, ingest_pb2.StatsResponse)
 
 
 def store_stats_from_pb(pb: ingest_pb2.StatsResponse) -> StoreStats:
-    return StoreStats(
-        libraries=[
-            LibraryStats(
-                name=x.name,
-                documents=x.documents,
-                chunks=x.chunks,
-                vector_chunks=x.vector_chunks,
-                lexical_chunks=x.lexical_chunks,
-                lexical_pages=x.lexical_pages,
-                media_types=dict(x.media_types),
-                entities=x.entities,
-                relations=x.relations,
-                communities=x.communities,
-                last_indexed_at=x.last_indexed_at,
-            )
-            for x in pb.libraries
-        ],
-        table_versions=dict(pb.table_versions),
-        lancedb_bytes=pb.lancedb_bytes,
-        tantivy_bytes=pb.tantivy_bytes,
-        catalog_bytes=pb.catalog_bytes,
-        snapshots_bytes=pb.snapshots_bytes,
-        snapshots=pb.snapshots,
-    )
+    return from_pb(pb, StoreStats)
 
 
 def vacuum_to_pb(r: VacuumReport) -> ingest_pb2.VacuumResponse:
-    return ingest_pb2.VacuumResponse(
-        older_than_days=r.older_than_days,
-        versions_removed=r.versions_removed,
-        table_versions_removed=r.table_versions_removed,
-        fragments_compacted=r.fragments_compacted,
-        lancedb_bytes_freed=r.lancedb_bytes_freed,
-        tantivy_bytes_freed=r.tantivy_bytes_freed,
-    )
+    return to_pb(r, ingest_pb2.VacuumResponse)
 
 
 def vacuum_from_pb(pb: ingest_pb2.VacuumResponse) -> VacuumReport:
-    return VacuumReport(
-        older_than_days=pb.older_than_days,
-        versions_removed=pb.versions_removed,
-        table_versions_removed=dict(pb.table_versions_removed),
-        fragments_compacted=pb.fragments_compacted,
-        lancedb_bytes_freed=pb.lancedb_bytes_freed,
-        tantivy_bytes_freed=pb.tantivy_bytes_freed,
-    )
+    return from_pb(pb, VacuumReport)

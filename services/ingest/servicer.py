@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import grpc
 
 from ragstack import auth, convert
+from ragstack.convert_fields import to_pb
 from ragstack.domain import FileProgress, IngestSummary, acl_groups, library_name
 from ragstack.errors import InvalidArgument, NotFound, Unavailable
 from ragstack.guard.databases import ATTACHED
@@ -385,18 +386,8 @@ _STATES = {
 
 
 def _job_pb(job: Job) -> ingest_pb2.IngestJob:
-    return ingest_pb2.IngestJob(
-        job_id=job.job_id,
-        library=job.library,
-        state=_STATES[job.state],
-        submitted_at=job.submitted_at,
-        updated_at=job.updated_at,
-        files_done=job.files_done,
-        summary=ingest_pb2.IngestSummary.FromString(job.summary) if job.summary else None,
-        error=job.error,
-        attempts=job.attempts,
-        principal=job.principal,
-    )
+    summary = ingest_pb2.IngestSummary.FromString(job.summary) if job.summary else None
+    return to_pb(job, ingest_pb2.IngestJob, state=_STATES[job.state], summary=summary)
 
 
 def register(servicer: IngestServicer) -> Callable[[grpc.aio.Server], None]:
