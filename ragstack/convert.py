@@ -368,3 +368,31 @@ def vacuum_to_pb(r: VacuumReport) -> ingest_pb2.VacuumResponse:
 
 def vacuum_from_pb(pb: ingest_pb2.VacuumResponse) -> VacuumReport:
     return from_pb(pb, VacuumReport)
+
+
+GRAPH_PAGE = 1_000  # items per GetGraph page: a large graph stays far below any message size limit
+
+
+def graph_to_pages(view: d.GraphView) -> list[retrieve_pb2.GetGraphResponse]:
+    """The graph as GetGraph's pages; the first carries `chunks_with_entities`."""
+    items = [
+        *(("entities", to_pb(e, retrieve_pb2.GraphEntity)) for e in view.entities),
+        *(("relations", to_pb(r, retrieve_pb2.GraphRelation)) for r in view.relations),
+        *(("communities", to_pb(c, retrieve_pb2.GraphCommunity)) for c in view.communities),
+    ]
+    pages = []
+    for start in range(0, max(1, len(items)), GRAPH_PAGE):
+        page = retrieve_pb2.GetGraphResponse()
+        for kind, item in items[start : start + GRAPH_PAGE]:
+            getattr(page, kind).append(item)
+        pages.append(page)
+    pages[0].chunks_with_entities = view.chunks_with_entities
+    return pages
+
+
+def graph_from_page(view: d.GraphView, page: retrieve_pb2.GetGraphResponse) -> None:
+    """Adds one GetGraph page to `view`."""
+    view.entities.extend(from_pb(e, d.GraphEntity) for e in page.entities)
+    view.relations.extend(from_pb(r, d.GraphRelation) for r in page.relations)
+    view.communities.extend(from_pb(c, d.GraphCommunity) for c in page.communities)
+    view.chunks_with_entities = max(view.chunks_with_entities, page.chunks_with_entities)

@@ -166,6 +166,42 @@ class CommunityHit:
 
 
 @dataclass(frozen=True)
+class GraphEntity:
+    key: str
+    name: str
+    type: str
+    chunk_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class GraphRelation:
+    source: str  # entity keys
+    target: str
+    weight: float
+    label: str = ""
+    evidence: str = ""
+
+
+@dataclass(frozen=True)
+class GraphCommunity:
+    community_id: str
+    members: tuple[str, ...]  # entity keys, most connected first
+    summary: str
+    chunk_ids: tuple[str, ...] = ()
+    document_ids: tuple[str, ...] = ()
+
+
+@dataclass
+class GraphView:
+    """A library's knowledge graph as one caller may see it (RetrieveService.GetGraph)."""
+
+    entities: list[GraphEntity] = field(default_factory=list)
+    relations: list[GraphRelation] = field(default_factory=list)
+    communities: list[GraphCommunity] = field(default_factory=list)
+    chunks_with_entities: int = 0
+
+
+@dataclass(frozen=True)
 class SqlSource:
     """A query result an answer cites: where it ran, what ran, how many rows came back."""
 

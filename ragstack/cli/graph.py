@@ -1,5 +1,5 @@
-"""`ragstack graph ...`: the knowledge graph as ingest stored it, read straight from the data dir
-(LanceDB readers never block the ingest writer)."""
+"""`ragstack graph ...`: the knowledge graph through RetrieveService.GetGraph, as the caller may see
+it (the running server's, or an embedded retrieve service's on the configured data dir)."""
 
 from __future__ import annotations
 
@@ -9,29 +9,37 @@ from typing import Any
 
 import networkx as nx
 
+from ragstack.cli.session import connect
 from ragstack.config import Config
-from ragstack.knowledge_graph import KnowledgeGraph
-from ragstack.stores.graph import GraphStore
+from ragstack.domain import GraphView
+from ragstack.rpc.clients import RetrieveClient
 
 
-def open_graph(cfg: Config) -> GraphStore:
-    return GraphStore(cfg.storage.lancedb(cfg.data_dir), storage_options=cfg.storage.options)
+async def fetch(cfg: Config, library: str) -> GraphView:
+    async with connect(cfg, needed=("retrieve",), start=("retrieve",)) as session:
+        return await RetrieveClient(session.channels["retrieve"], cfg.deadlines.retrieve_s).graph(library)
 
 
-def graph_stats(store: GraphStore, library: str) -> dict[str, Any]:
-    kg = store.graph(library)
-    communities, _ = store.communities(library)
-    g = kg.graph
+def _networkx(view: GraphView) -> nx.Graph:
+    g = nx.Graph()
+    for e in view.entities:
+        g.add_node(e.key, name=e.name, type=e.type, chunk_ids=e.chunk_ids)
+    for r in view.relations:
+        g.add_edge(r.source, r.target, weight=r.weight, label=r.label, evidence=r.evidence)
+    return g
+
+
+def graph_stats(view: GraphView, library: str) -> dict[str, Any]:
+    g = _networkx(view)
     strength = dict(g.degree(weight="weight"))
     top = sorted(g.nodes, key=lambda n: (-strength[n], n))[:10]
     return {
         "library": library,
-        "libraries": store.libraries(),
-        "entities": len(kg),
+        "entities": g.number_of_nodes(),
         "relations": g.number_of_edges(),
-        "communities": len(communities),
-        "chunks_with_entities": kg.chunk_total,
-        "entity_types": dict(Counter(t for _, t in g.nodes(data="type")).most_common()),
+        "communities": len(view.communities),
+        "chunks_with_entities": view.chunks_with_entities,
+        "entity_types": dict(Counter(e.type for e in view.entities).most_common()),
         "most_connected": [
             {
                 "name": g.nodes[n]["name"],
@@ -44,8 +52,7 @@ def graph_stats(store: GraphStore, library: str) -> dict[str, Any]:
     }
 
 
-def communities_listing(store: GraphStore, library: str) -> list[dict[str, Any]]:
-    found, _ = store.communities(library)
+def communities_listing(view: GraphView) -> list[dict[str, Any]]:
     return [
         {
             "community_id": c.community_id,
@@ -54,25 +61,19 @@ def communities_listing(store: GraphStore, library: str) -> list[dict[str, Any]]
             "chunk_ids": list(c.chunk_ids),
             "document_ids": list(c.document_ids),
         }
-        for c in sorted(found, key=lambda c: (-len(c.members), c.community_id))
+        for c in sorted(view.communities, key=lambda c: (-len(c.members), c.community_id))
     ]
 
 
-def export_graphml(store: GraphStore, library: str, out: Path) -> tuple[int, int]:
-    kg: KnowledgeGraph = store.graph(library)
-    communities, _ = store.communities(library)
-    community_of = {m: c.community_id for c in communities for m in c.members}
+def export_graphml(view: GraphView, out: Path) -> tuple[int, int]:
+    community_of = {m: c.community_id for c in view.communities for m in c.members}
     g = nx.Graph()
-    for key, data in kg.graph.nodes(data=True):
+    for e in view.entities:
         g.add_node(
-            key,
-            name=data["name"],
-            type=data["type"],
-            community=community_of.get(key, ""),
-            chunks=" ".join(sorted(data["chunk_ids"])),
+            e.key, name=e.name, type=e.type, community=community_of.get(e.key, ""), chunks=" ".join(e.chunk_ids)
         )
-    for a, b, data in kg.graph.edges(data=True):
-        g.add_edge(a, b, weight=float(data["weight"]), label=data["label"], evidence=data["evidence"])
+    for r in view.relations:
+        g.add_edge(r.source, r.target, weight=r.weight, label=r.label, evidence=r.evidence)
     out.parent.mkdir(parents=True, exist_ok=True)
     nx.write_graphml(g, out)
     return g.number_of_nodes(), g.number_of_edges()

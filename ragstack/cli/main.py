@@ -556,7 +556,7 @@ def models_install(
 
 @cli.group(name="graph")
 def graph_group() -> None:
-    """Inspect the knowledge graph ingest built (read from <data_dir>)."""
+    """Inspect the knowledge graph ingest built, as you may see it (through the retrieve service)."""
 
 
 @graph_group.command(name="stats")
@@ -564,10 +564,11 @@ def graph_group() -> None:
 @click.pass_context
 def graph_stats_cmd(ctx: click.Context, library: str) -> None:
     """Entities, relations and communities, the entity types, and the most connected entities."""
-    from ragstack.cli.graph import graph_stats, open_graph
+    from ragstack.cli.graph import fetch, graph_stats
 
     cfg = _config(ctx)
-    click.echo(json.dumps(graph_stats(open_graph(cfg), library or cfg.library), indent=2, ensure_ascii=False))
+    view = _run(fetch(cfg, library))
+    click.echo(json.dumps(graph_stats(view, library or cfg.library), indent=2, ensure_ascii=False))
 
 
 @graph_group.command(name="communities")
@@ -577,10 +578,9 @@ def graph_stats_cmd(ctx: click.Context, library: str) -> None:
 @click.pass_context
 def graph_communities_cmd(ctx: click.Context, library: str, limit: int, as_json: bool) -> None:
     """The communities, largest first: id, size, main entities."""
-    from ragstack.cli.graph import communities_listing, open_graph
+    from ragstack.cli.graph import communities_listing, fetch
 
-    cfg = _config(ctx)
-    found = communities_listing(open_graph(cfg), library or cfg.library)
+    found = communities_listing(_run(fetch(_config(ctx), library)))
     if as_json:
         click.echo(json.dumps(found, ensure_ascii=False))
         return
@@ -596,10 +596,9 @@ def graph_communities_cmd(ctx: click.Context, library: str, limit: int, as_json:
 @click.pass_context
 def graph_export_cmd(ctx: click.Context, out: Path, library: str) -> None:
     """Write the graph to OUT as GraphML (nodes with name, type, community; weighted edges)."""
-    from ragstack.cli.graph import export_graphml, open_graph
+    from ragstack.cli.graph import export_graphml, fetch
 
-    cfg = _config(ctx)
-    nodes, edges = export_graphml(open_graph(cfg), library or cfg.library, out)
+    nodes, edges = export_graphml(_run(fetch(_config(ctx), library)), out)
     click.echo(f"wrote {nodes} entities and {edges} relations to {out}")
 
 

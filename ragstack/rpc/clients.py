@@ -167,6 +167,14 @@ class RetrieveClient:
         )
         return convert.chunk_from_pb(resp.chunk)
 
+    async def graph(self, library: str = "") -> d.GraphView:
+        """The library's knowledge graph as this caller may see it (all its pages)."""
+        view = d.GraphView()
+        call = self._stub.GetGraph(retrieve_pb2.GetGraphRequest(library=library), timeout=self._deadline)
+        async for page in _stream(call):
+            convert.graph_from_page(view, page)
+        return view
+
     async def score(self, query: str, texts: Sequence[str]) -> list[float]:
         resp = await _unary(
             self._stub.Score, retrieve_pb2.ScoreRequest(query=query, texts=list(texts)), self._deadline

@@ -8,6 +8,64 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class GetGraphRequest(_message.Message):
+    __slots__ = ("library",)
+    LIBRARY_FIELD_NUMBER: _ClassVar[int]
+    library: str
+    def __init__(self, library: _Optional[str] = ...) -> None: ...
+
+class GetGraphResponse(_message.Message):
+    __slots__ = ("entities", "relations", "communities", "chunks_with_entities")
+    ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    RELATIONS_FIELD_NUMBER: _ClassVar[int]
+    COMMUNITIES_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_WITH_ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    entities: _containers.RepeatedCompositeFieldContainer[GraphEntity]
+    relations: _containers.RepeatedCompositeFieldContainer[GraphRelation]
+    communities: _containers.RepeatedCompositeFieldContainer[GraphCommunity]
+    chunks_with_entities: int
+    def __init__(self, entities: _Optional[_Iterable[_Union[GraphEntity, _Mapping]]] = ..., relations: _Optional[_Iterable[_Union[GraphRelation, _Mapping]]] = ..., communities: _Optional[_Iterable[_Union[GraphCommunity, _Mapping]]] = ..., chunks_with_entities: _Optional[int] = ...) -> None: ...
+
+class GraphEntity(_message.Message):
+    __slots__ = ("key", "name", "type", "chunk_ids")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_IDS_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    name: str
+    type: str
+    chunk_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, key: _Optional[str] = ..., name: _Optional[str] = ..., type: _Optional[str] = ..., chunk_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class GraphRelation(_message.Message):
+    __slots__ = ("source", "target", "weight", "label", "evidence")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    EVIDENCE_FIELD_NUMBER: _ClassVar[int]
+    source: str
+    target: str
+    weight: float
+    label: str
+    evidence: str
+    def __init__(self, source: _Optional[str] = ..., target: _Optional[str] = ..., weight: _Optional[float] = ..., label: _Optional[str] = ..., evidence: _Optional[str] = ...) -> None: ...
+
+class GraphCommunity(_message.Message):
+    __slots__ = ("community_id", "members", "summary", "chunk_ids", "document_ids")
+    COMMUNITY_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_IDS_FIELD_NUMBER: _ClassVar[int]
+    DOCUMENT_IDS_FIELD_NUMBER: _ClassVar[int]
+    community_id: str
+    members: _containers.RepeatedScalarFieldContainer[str]
+    summary: str
+    chunk_ids: _containers.RepeatedScalarFieldContainer[str]
+    document_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, community_id: _Optional[str] = ..., members: _Optional[_Iterable[str]] = ..., summary: _Optional[str] = ..., chunk_ids: _Optional[_Iterable[str]] = ..., document_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class GetChunkRequest(_message.Message):
     __slots__ = ("chunk_id", "library")
     CHUNK_ID_FIELD_NUMBER: _ClassVar[int]

@@ -60,6 +60,11 @@ class RetrieveServiceStub:
                 request_serializer=ragstack_dot_v1_dot_retrieve__pb2.GetChunkRequest.SerializeToString,
                 response_deserializer=ragstack_dot_v1_dot_retrieve__pb2.GetChunkResponse.FromString,
                 _registered_method=True)
+        self.GetGraph = channel.unary_stream(
+                '/ragstack.v1.RetrieveService/GetGraph',
+                request_serializer=ragstack_dot_v1_dot_retrieve__pb2.GetGraphRequest.SerializeToString,
+                response_deserializer=ragstack_dot_v1_dot_retrieve__pb2.GetGraphResponse.FromString,
+                _registered_method=True)
 
 
 class RetrieveServiceServicer:
@@ -116,6 +121,16 @@ class RetrieveServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetGraph(self, request, context):
+        """The library's knowledge graph as the caller may see it: the entities and relations of the
+        documents it sees, and the communities whose every document it sees. Streamed in pages of
+        at most 1,000 items each; together they hold every entity, relation and community once.
+        An empty graph (no graph built, an unknown library) is one empty page.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RetrieveServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -143,6 +158,11 @@ def add_RetrieveServiceServicer_to_server(servicer, server):
                     servicer.GetChunk,
                     request_deserializer=ragstack_dot_v1_dot_retrieve__pb2.GetChunkRequest.FromString,
                     response_serializer=ragstack_dot_v1_dot_retrieve__pb2.GetChunkResponse.SerializeToString,
+            ),
+            'GetGraph': grpc.unary_stream_rpc_method_handler(
+                    servicer.GetGraph,
+                    request_deserializer=ragstack_dot_v1_dot_retrieve__pb2.GetGraphRequest.FromString,
+                    response_serializer=ragstack_dot_v1_dot_retrieve__pb2.GetGraphResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -281,6 +301,33 @@ class RetrieveService:
             '/ragstack.v1.RetrieveService/GetChunk',
             ragstack_dot_v1_dot_retrieve__pb2.GetChunkRequest.SerializeToString,
             ragstack_dot_v1_dot_retrieve__pb2.GetChunkResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetGraph(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/ragstack.v1.RetrieveService/GetGraph',
+            ragstack_dot_v1_dot_retrieve__pb2.GetGraphRequest.SerializeToString,
+            ragstack_dot_v1_dot_retrieve__pb2.GetGraphResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -24,7 +24,16 @@ from typing import Protocol
 
 import numpy as np
 
-from ragstack.domain import Chunk, CommunityHit, SearchFilter, acl_allows
+from ragstack.domain import (
+    Chunk,
+    CommunityHit,
+    GraphCommunity,
+    GraphEntity,
+    GraphRelation,
+    GraphView,
+    SearchFilter,
+    acl_allows,
+)
 from ragstack.knowledge_graph import Community, KnowledgeGraph
 
 HOP_SHARE = 0.3  # a neighbour's chunk counts this much of the neighbour's idf (at most)
@@ -103,6 +112,26 @@ class GraphSearch:
             for i in picked
         ]
         return self._resolve(library, scores, k, where), found
+
+    def view(self, library: str, acl: tuple[str, ...] | None) -> GraphView:
+        """The graph a caller who sees `acl` may be shown: what local and global search walk."""
+        kg = self._store.graph(library, acl)
+        communities, _ = self._store.communities(library)
+        return GraphView(
+            [
+                GraphEntity(key, data["name"], data["type"], tuple(sorted(data["chunk_ids"])))
+                for key, data in kg.graph.nodes(data=True)
+            ],
+            [
+                GraphRelation(a, b, float(data["weight"]), data["label"], data["evidence"])
+                for a, b, data in kg.graph.edges(data=True)
+            ],
+            [
+                GraphCommunity(c.community_id, c.members, c.summary, c.chunk_ids, c.document_ids)
+                for c in (communities[i] for i in self._visible(library, communities, acl))
+            ],
+            kg.chunk_total,
+        )
 
     def _visible(self, library: str, communities: list[Community], acl: tuple[str, ...] | None) -> list[int]:
         """The communities a caller who sees `acl` may be shown: those whose every document it

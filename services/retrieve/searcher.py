@@ -17,7 +17,15 @@ from opentelemetry import trace
 
 from ragstack import auth
 from ragstack.batching import Batcher
-from ragstack.domain import Chunk, CommunityHit, SearchFilter, SearchHit, SearchMode, SignalScore
+from ragstack.domain import (
+    Chunk,
+    CommunityHit,
+    GraphView,
+    SearchFilter,
+    SearchHit,
+    SearchMode,
+    SignalScore,
+)
 from ragstack.errors import InvalidArgument, NotFound
 from ragstack.text import content_words
 from services.retrieve.fusion import normalized_score_fusion, reciprocal_rank_fusion
@@ -280,6 +288,10 @@ class Searcher:
         for batcher in {self._embed, self._embed_query, self._rerank_pairs}:
             if batcher is not None:
                 batcher.close()
+
+    async def graph(self, library: str) -> GraphView:
+        """The library's knowledge graph as the caller may see it."""
+        return await asyncio.to_thread(self._graph_search().view, library, auth.current().acl)
 
     async def chunk(self, library: str, chunk_id: str) -> Chunk:
         """One chunk by id, when the caller may see its document; NotFound otherwise (alike)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 import grpc
 
@@ -77,6 +77,13 @@ class RetrieveServicer(retrieve_pb2_grpc.RetrieveServiceServicer):
         library = library_name(request.library, self._default_library)
         chunk = await self._searcher.chunk(library, request.chunk_id)
         return retrieve_pb2.GetChunkResponse(chunk=convert.chunk_to_pb(chunk))
+
+    async def GetGraph(
+        self, request: retrieve_pb2.GetGraphRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[retrieve_pb2.GetGraphResponse]:
+        library = library_name(request.library, self._default_library)
+        for page in convert.graph_to_pages(await self._searcher.graph(library)):
+            yield page
 
 
 def register(servicer: RetrieveServicer) -> Callable[[grpc.aio.Server], None]:

@@ -104,3 +104,19 @@ PAIRS = [
 def test_the_message_and_its_domain_type_have_the_same_fields(message, domain, not_sent) -> None:  # type: ignore[no-untyped-def]
     fields = {f.name for f in dataclasses.fields(domain)}
     assert set(message.DESCRIPTOR.fields_by_name) == fields - not_sent
+
+
+@pytest.mark.parametrize("entities", [0, 3, 2_500])
+def test_a_graph_of_any_size_arrives_whole_over_its_pages(entities: int) -> None:
+    view = d.GraphView(
+        [d.GraphEntity(f"e{i}", f"E{i}", "ORG", (f"doc:{i}",)) for i in range(entities)],
+        [d.GraphRelation(f"e{i}", f"e{i + 1}", 1.5, "co-occurs", "E0 and E1.") for i in range(entities - 1)],
+        [d.GraphCommunity("c1", ("e0", "e1"), "E0 and E1", ("doc:0",), ("doc",))],
+        chunks_with_entities=entities,
+    )
+    pages = convert.graph_to_pages(view)
+    assert all(len(p.entities) + len(p.relations) + len(p.communities) <= convert.GRAPH_PAGE for p in pages)
+    back = d.GraphView()
+    for page in pages:
+        convert.graph_from_page(back, page)
+    assert back == view

@@ -210,14 +210,13 @@ def test_inspection_stats_communities_and_graphml(stores: Stores, tmp_path: Path
     from ragstack.cli.graph import communities_listing, export_graphml, graph_stats
 
     stores.ingest()
-    stats = graph_stats(stores.graph, "default")
-    assert (
-        stats["libraries"] == ["default"] and stats["entities"] > 10 and stats["entity_types"]["PERSON"] >= 5
-    )
+    view = stores.search.view("default", None)  # what GetGraph sends an admin
+    stats = graph_stats(view, "default")
+    assert stats["entities"] > 10 and stats["entity_types"]["PERSON"] >= 5
     assert stats["most_connected"][0]["degree"] >= stats["most_connected"][-1]["degree"]
-    listing = communities_listing(stores.graph, "default")
+    listing = communities_listing(view)
     assert len(listing) == stats["communities"] and len(listing[0]["members"]) >= len(listing[-1]["members"])
-    nodes, edges = export_graphml(stores.graph, "default", tmp_path / "out" / "g.graphml")
+    nodes, edges = export_graphml(view, tmp_path / "out" / "g.graphml")
     back = nx.read_graphml(tmp_path / "out" / "g.graphml")
     assert (
         (back.number_of_nodes(), back.number_of_edges())
@@ -227,15 +226,20 @@ def test_inspection_stats_communities_and_graphml(stores: Stores, tmp_path: Path
     assert back.nodes["jeff porcaro"]["type"] == "PERSON" and back.nodes["jeff porcaro"]["community"]
     assert back.edges["jeff porcaro", "toto"]["label"] == "played drums for"
 
-    # The same through the CLI, on a config whose data_dir holds these stores.
+    # The same through the CLI and the contract: documents ingested by `ragstack ingest`, the
+    # graph read back from an embedded retrieve service (GetGraph).
     from click.testing import CliRunner
 
     from ragstack.cli.main import cli
     from tests.conftest import make_config
 
-    make_config(tmp_path / "data")
-    config = str(tmp_path / "data.yaml")
-    shown = CliRunner().invoke(cli, ["--config", config, "graph", "stats", "--library", "default"])
-    assert shown.exit_code == 0 and json.loads(shown.output)["relations"] == stats["relations"]
-    listed = CliRunner().invoke(cli, ["--config", config, "graph", "communities", "-l", "default", "-n", "2"])
+    make_config(tmp_path / "cli")
+    config = ["--config", str(tmp_path / "cli.yaml")]
+    assert CliRunner().invoke(cli, [*config, "ingest", str(stores.docs)]).exit_code == 0
+    shown = CliRunner().invoke(cli, [*config, "graph", "stats"])
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.output)["relations"] == stats["relations"]
+    listed = CliRunner().invoke(cli, [*config, "graph", "communities", "-n", "2"])
     assert listed.exit_code == 0 and len(listed.output.splitlines()) == 2
+    exported = CliRunner().invoke(cli, [*config, "graph", "export", str(tmp_path / "cli.graphml")])
+    assert exported.exit_code == 0 and f"wrote {nodes} entities and {edges} relations" in exported.output

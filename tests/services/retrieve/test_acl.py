@@ -579,6 +579,26 @@ async def test_a_chunk_of_a_hidden_document_is_not_found_like_an_unknown_one(lib
     assert chunk.document_id == finance and chunk.heading_path
 
 
+async def test_the_graph_a_caller_reads_holds_only_what_it_may_see(library: Library) -> None:
+    """GetGraph (`ragstack graph`): entities of the documents the caller sees, and only the
+    communities whose every document it sees, as search walks them."""
+    groups = library.graph.document_groups(LIB)
+    with caller(role=ADMIN):
+        everything = await library.searcher.graph(LIB)
+    assert "boris karloff" in {e.key for e in everything.entities}
+    for who in (("hr",), ()):
+        with caller(*who):
+            view = await library.searcher.graph(LIB)
+        keys = {e.key for e in view.entities}
+        assert "boris karloff" not in keys and keys < {e.key for e in everything.entities}
+        assert all(r.source in keys and r.target in keys for r in view.relations)
+        assert len(view.communities) < len(everything.communities)
+        for c in view.communities:
+            assert all(acl_allows(who, groups[d]) for d in c.document_ids)
+    with caller("hr"):
+        assert "grace hopper" in {e.key for e in (await library.searcher.graph(LIB)).entities}
+
+
 async def test_a_chunk_id_past_its_limit_is_refused_with_the_limit_named(library: Library) -> None:
     with caller(role=ADMIN), pytest.raises(InvalidArgument, match="513 characters, over the limit of 512"):
         await library.searcher.chunk(LIB, "x" * 513)
