@@ -166,9 +166,6 @@ class GraphStore:
             scope,
         )
 
-    def delete_document(self, library: str, document_id: str) -> None:
-        self.replace_documents(library, [document_id], [], [])
-
     def replace_communities(
         self, library: str, communities: Sequence[Community], vectors: np.ndarray
     ) -> None:
