@@ -52,6 +52,17 @@ BRIDGE_SEARCHES = 3  # tuned on musique_train100 (1 to 5 tried)
 SUPPORT_THRESHOLD = 0.55
 PARTIAL_THRESHOLD = 0.4  # by hand
 CLAIM_SIMILARITY_WEIGHT = 0.5  # by hand: similarity and word coverage weigh alike
+# By hand: how sure a verdict that a rule gave is. A number or a coded name missing from the cited
+# evidence (or a number away from the closest sentence) is near-proof; a negation or a direction
+# that differs from the closest sentence is a strong hint, not proof.
+CONFIDENCE_MISSING_NUMBER = 0.95
+CONFIDENCE_MISSING_NAME = 0.9
+CONFIDENCE_CONTRADICTION = 0.6
+# By hand: an answer's confidence mixes the supported share of its claims (a partial claim counts
+# this much) with the evidence grade; a withheld answer's is capped.
+PARTIAL_CLAIM_WEIGHT = 0.5
+CONFIDENCE_CLAIMS_WEIGHT = 0.6  # the evidence grade gets the rest
+ABSTAIN_CONFIDENCE_CAP = 0.25
 # The direction of a change, in general English (not one field's verbs): a claim going one way
 # cited to a sentence going only the other is not supported. Written by hand; words that are no
 # change in the tuning half ("most", "up", "above", "cut") were taken out.

@@ -27,7 +27,6 @@ _MONTH = re.compile(
 )
 # Names that must appear in the evidence as they are: codes, genes, acronyms ("PPM1D", "MafA", "BM25").
 _NAMED = re.compile(r"\b(?=\w*[A-Z]\w*[A-Z0-9])[A-Za-z][A-Za-z0-9-]{1,15}\b")
-ABSTAIN_CONFIDENCE_CAP = 0.25
 
 
 class SentenceEmbedder(Protocol):
@@ -56,11 +55,15 @@ class OfflineChecker:
         missing = numbers(claim.text) - numbers(text)
         if missing:
             return self.verdict(
-                claim, Verdict.UNSUPPORTED, 0.95, f"number {sorted(missing)[0]} is not in the cited evidence"
+                claim,
+                Verdict.UNSUPPORTED,
+                policy.CONFIDENCE_MISSING_NUMBER,
+                f"number {sorted(missing)[0]} is not in the cited evidence",
             )
         named = [n for n in _NAMED.findall(claim.text) + _MONTH.findall(claim.text) if not _mentions(text, n)]
         if named:
-            return self.verdict(claim, Verdict.UNSUPPORTED, 0.9, f"{named[0]} is not in the cited evidence")
+            reason = f"{named[0]} is not in the cited evidence"
+            return self.verdict(claim, Verdict.UNSUPPORTED, policy.CONFIDENCE_MISSING_NAME, reason)
         return None
 
     def judge(self, claim: DraftClaim, evidence: Mapping[str, Evidence]) -> Claim:
@@ -88,14 +91,14 @@ class OfflineChecker:
             return self.verdict(
                 claim,
                 Verdict.UNSUPPORTED,
-                0.9,
+                policy.CONFIDENCE_MISSING_NAME,
                 f"number {sorted(misplaced)[0]} is not in the closest evidence sentence",
             )
         if bool(policy.NEGATION.search(claim.text)) != bool(policy.NEGATION.search(sentences[best])):
             return self.verdict(
                 claim,
                 Verdict.UNSUPPORTED,
-                0.6,
+                policy.CONFIDENCE_CONTRADICTION,
                 f"negation differs from the closest evidence (score {score:.2f})",
             )
         claimed = _direction(claim.text)
@@ -103,7 +106,7 @@ class OfflineChecker:
             return self.verdict(
                 claim,
                 Verdict.UNSUPPORTED,
-                0.6,
+                policy.CONFIDENCE_CONTRADICTION,
                 f"the effect goes the other way in the closest evidence (score {score:.2f})",
             )
         if score >= self._support:
@@ -170,14 +173,16 @@ class Verifier:
             or Claim(c.claim_id, c.text, c.refs, Verdict.UNSUPPORTED, 1.0, "not judged")
             for c in drafts
         )
-        weight = {Verdict.SUPPORTED: 1.0, Verdict.PARTIAL: 0.5, Verdict.UNSUPPORTED: 0.0}
+        partial = policy.PARTIAL_CLAIM_WEIGHT
+        weight = {Verdict.SUPPORTED: 1.0, Verdict.PARTIAL: partial, Verdict.UNSUPPORTED: 0.0}
         ratio = sum(weight[c.verdict] for c in claims) / len(claims) if claims else 0.0
         threshold = abstain_threshold or self._abstain_threshold
         abstain = ratio < threshold or not claims
         grade = min(max(evidence_score, 0.0), 1.0)
-        confidence = 0.6 * ratio + 0.4 * grade
+        w = policy.CONFIDENCE_CLAIMS_WEIGHT
+        confidence = w * ratio + (1 - w) * grade
         if abstain:
-            confidence = min(confidence, ABSTAIN_CONFIDENCE_CAP)
+            confidence = min(confidence, policy.ABSTAIN_CONFIDENCE_CAP)
         manifest = Manifest(claims, round(ratio, 4), method, True)
         return Verification(manifest, round(confidence, 4), abstain)
 
