@@ -1,4 +1,5 @@
-"""One replayable JSON trace per query in `<data_dir>/traces/<trace_id>.json`, newest N kept."""
+"""One replayable JSON trace per query in `<data_dir>/traces/<trace_id>.json`, newest N kept (its
+content is a `query_trace.QueryTrace`)."""
 
 from __future__ import annotations
 

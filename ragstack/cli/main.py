@@ -748,16 +748,18 @@ def traces_group() -> None:
 @click.pass_context
 def traces_list(ctx: click.Context, limit: int) -> None:
     """The newest traces: id, time, route, confidence and the question."""
+    from ragstack.query_trace import QueryTrace
     from ragstack.traces import TraceStore
 
     cfg = _config(ctx)
     store = TraceStore(cfg.traces_dir, cfg.traces.retention)
     for path in store.list()[:limit]:
-        t = store.read(path.stem)
-        flag = "withheld" if t.get("abstained") else "answered"
+        t = QueryTrace.from_json(store.read(path.stem))
+        flag = "withheld" if t.abstained else "answered"
+        mode = t.route["mode"] if t.route else "-"
         click.echo(
-            f"{path.stem}  {t.get('started_at', '')[:19]}  {t.get('route', {}).get('mode', '-'):7}  "
-            f"{flag}  conf {float(t.get('confidence', 0.0)):.2f}  {t.get('question', '')[:60]}"
+            f"{path.stem}  {t.started_at[:19]}  {mode:7}  "
+            f"{flag}  conf {t.confidence or 0.0:.2f}  {t.question[:60]}"
         )
 
 
@@ -766,14 +768,15 @@ def traces_list(ctx: click.Context, limit: int) -> None:
 @click.pass_context
 def traces_show(ctx: click.Context, trace_id: str) -> None:
     """One trace as JSON."""
+    from ragstack.query_trace import QueryTrace
     from ragstack.traces import TraceStore
 
     cfg = _config(ctx)
     try:
-        trace = TraceStore(cfg.traces_dir, cfg.traces.retention).read(trace_id)
+        trace = QueryTrace.from_json(TraceStore(cfg.traces_dir, cfg.traces.retention).read(trace_id))
     except RagstackError as err:
         raise click.ClickException(str(err)) from None
-    click.echo(json.dumps(trace, indent=2, ensure_ascii=False))
+    click.echo(json.dumps(trace.to_json(), indent=2, ensure_ascii=False))
 
 
 def main() -> None:
