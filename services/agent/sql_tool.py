@@ -10,11 +10,12 @@ import hashlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from ragstack import domain as d
 from ragstack.errors import RagstackError
 from ragstack.llm import JsonChat
+from ragstack.query_trace import ToolCall
 from services.agent.text_to_sql import NEEDS_LLM, Plan, llm_plan, offline_plan, render, statement
 
 
@@ -31,7 +32,7 @@ class SqlOutcome:
     source: d.SqlSource | None = None
     answer: str = ""  # the result in one sentence (the offline draft)
     notice: str = ""  # why there is no result, for the user
-    calls: list[dict[str, Any]] = field(default_factory=list)  # for the trace and the events
+    calls: list[ToolCall] = field(default_factory=list)  # for the trace and the events
 
 
 async def query_databases(
@@ -56,7 +57,7 @@ async def query_databases(
             out.notice = NEEDS_LLM
             return out
         start = time.perf_counter()
-        call: dict[str, Any] = {
+        call: ToolCall = {
             "tool": "sql",
             "arguments": {"database": plan.database, "sql": plan.sql, "planner": plan.planner},
         }
@@ -65,7 +66,11 @@ async def query_databases(
             result = await port.sql(library, plan.database, plan.sql)
         except RagstackError as err:
             call.update(
-                result_count=0, took_ms=round((time.perf_counter() - start) * 1000, 1), error=str(err)
+                {
+                    "result_count": 0,
+                    "took_ms": round((time.perf_counter() - start) * 1000, 1),
+                    "error": str(err),
+                }
             )
             if getattr(err, "code", "") == "INVALID_ARGUMENT" and plan.planner == "llm":
                 refused = (plan.sql, str(err))  # the LLM may rephrase once
@@ -73,10 +78,12 @@ async def query_databases(
             out.notice = f"The database query failed: {err}"
             return out
         call.update(
-            result_count=len(result.rows),
-            truncated=result.truncated,
-            took_ms=round((time.perf_counter() - start) * 1000, 1),
-            ran=result.sql,
+            {
+                "result_count": len(result.rows),
+                "truncated": result.truncated,
+                "took_ms": round((time.perf_counter() - start) * 1000, 1),
+                "ran": result.sql,
+            }
         )
         return _evidence(out, plan, result, library, answer_rows, found)
     out.notice = "The database query was refused twice: " + (refused[1] if refused else "")

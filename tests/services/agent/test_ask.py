@@ -167,3 +167,15 @@ async def test_verification_can_be_turned_off_and_says_so(make_agent) -> None:  
     done = (await collect(agent, "What is the default k1 in tantivy BM25?"))[-1]
     assert isinstance(done, d.DoneEvent)
     assert not done.manifest.verified and done.manifest.method == "disabled" and not done.abstained
+
+
+async def test_a_trace_written_before_schema_version_reads_as_version_1(make_agent) -> None:  # type: ignore[no-untyped-def]
+    agent, traces = make_agent(ScriptedLLM([], reachable=False))
+    done = (await collect(agent, "What is the default k1 in tantivy BM25?"))[-1]
+    assert isinstance(done, d.DoneEvent)
+    written = traces.read(done.trace_id)
+    assert written["schema_version"] == 1 and written["answer"] == done.answer
+    traces.write(
+        done.trace_id, {k: v for k, v in written.items() if k != "schema_version"}
+    )  # an older agent's
+    assert agent.trace(done.trace_id) == written

@@ -1,0 +1,113 @@
+"""Draft: the answer written from the evidence, streamed as it is written: by the LLM when one is
+reachable, else the database's result sentence or an extract of the evidence's best sentences."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+
+from opentelemetry.trace import get_tracer
+
+from ragstack import domain as d
+from ragstack.config import GenerationConfig
+from ragstack.errors import RagstackError
+from ragstack.query_trace import QueryTrace
+from services.agent import generate, grading
+from services.agent.ports import LLMPort, RetrieverPort
+from services.agent.sql_tool import SqlOutcome
+from services.agent.stages.grade import Evidence
+
+log = logging.getLogger(__name__)
+tracer = get_tracer("ragstack.agent")
+
+
+@dataclass(frozen=True)
+class Draft:
+    text: str  # "" when nothing was drafted
+    generator: str  # the LLM's name, extractive, sql or none
+    evidence: list[generate.NumberedEvidence]  # what its [n] markers point at
+
+
+class Drafter:
+    def __init__(
+        self,
+        retriever: RetrieverPort,
+        llm: LLMPort,
+        generation: GenerationConfig,
+        directed: Callable[[str], bool],
+    ) -> None:
+        self._retriever = retriever
+        self._llm = llm
+        self._gen = generation
+        self._directed = directed
+
+    async def run(
+        self, asked: str, question: str, evidence: Evidence, sql: SqlOutcome | None, trace: QueryTrace
+    ) -> AsyncIterator[d.DeltaEvent | Draft]:
+        """The pieces as they are written, then the draft (an async generator cannot return).
+        `asked`: the question as the user asked it, which the LLM answers; `question`: standalone."""
+        numbered = generate.number_evidence(evidence.hits)
+        with tracer.start_as_current_span("agent.generate"):
+            text, generator = "", "extractive"
+            if evidence.grade == grading.INCORRECT:
+                # Nothing relevant came back: an answer drafted from it would only sound right.
+                trace.no_draft_reason = "evidence graded incorrect"
+                generator = "none"
+            elif numbered and await self._llm.available():
+                messages = await asyncio.to_thread(
+                    generate.llm_messages, asked, numbered, self._directed, question
+                )
+                try:
+                    parts = []
+                    async for piece in self._llm.stream_chat(messages):
+                        parts.append(piece)
+                        yield d.DeltaEvent(piece)
+                    text, generator = "".join(parts).strip(), self._llm.name
+                except Exception as err:
+                    log.warning("LLM generation failed (%s); answering extractively", err)
+                    trace.llm_error = f"{type(err).__name__}: {err}"
+            if not text and (offline := await self._offline(question, numbered, evidence, sql, trace)):
+                text, generator = offline
+                async for piece in generate.stream_text(text):
+                    yield d.DeltaEvent(piece)
+        trace.generator, trace.draft = generator, text
+        yield Draft(text, generator, numbered)
+
+    async def _offline(
+        self,
+        question: str,
+        numbered: Sequence[generate.NumberedEvidence],
+        evidence: Evidence,
+        sql: SqlOutcome | None,
+        trace: QueryTrace,
+    ) -> tuple[str, str] | None:
+        """(text, generator) without the LLM: the database's result sentence, else an extract of
+        evidence that was not graded incorrect; None when there is nothing to draft from."""
+        if sql is not None and sql.hit is not None:
+            return sql.answer, "sql"
+        if evidence.grade != grading.INCORRECT:
+            return await self._extract(question, numbered, trace), "extractive"
+        return None
+
+    async def _extract(
+        self, question: str, evidence: Sequence[generate.NumberedEvidence], trace: QueryTrace
+    ) -> str:
+        candidates = generate.strips(evidence)
+        try:
+            semantic = await self._retriever.score(question, [s.text for s in candidates])
+        except RagstackError as err:  # word overlap alone still gives an answer
+            trace.score_error = str(err)
+            semantic = [0.0] * len(candidates)
+        extract = await asyncio.to_thread(
+            generate.extractive_answer,
+            question,
+            candidates,
+            semantic,
+            self._gen.max_answer_sentences,
+            self._directed,
+        )
+        if extract.left_out:  # instructions in the documents, not quoted: the trace shows them
+            trace.instructions_left_out = list(extract.left_out)
+        return extract.answer
