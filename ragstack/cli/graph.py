@@ -70,7 +70,11 @@ def export_graphml(view: GraphView, out: Path) -> tuple[int, int]:
     g = nx.Graph()
     for e in view.entities:
         g.add_node(
-            e.key, name=e.name, type=e.type, community=community_of.get(e.key, ""), chunks=" ".join(e.chunk_ids)
+            e.key,
+            name=e.name,
+            type=e.type,
+            community=community_of.get(e.key, ""),
+            chunks=" ".join(e.chunk_ids),
         )
     for r in view.relations:
         g.add_edge(r.source, r.target, weight=r.weight, label=r.label, evidence=r.evidence)
