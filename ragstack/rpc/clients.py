@@ -54,7 +54,18 @@ _IDEMPOTENT = [
     {"service": GRPC_SERVICES["agent"], "method": "GetTrace"},
     {"service": "grpc.health.v1.Health", "method": "Check"},
 ]
-SERVICE_CONFIG = json.dumps({"methodConfig": [{"name": _IDEMPOTENT, "retryPolicy": _RETRY_POLICY}]})
+# Calls go round-robin over every address the name resolves to (a headless Service's pods, or a
+# list: `ipv4:10.0.0.1:50052,10.0.0.2:50052`), not all to the first; an address that fails is
+# skipped until it reconnects, and the retries above land on another.
+SERVICE_CONFIG = json.dumps(
+    {
+        "loadBalancingConfig": [{"round_robin": {}}],
+        "methodConfig": [{"name": _IDEMPOTENT, "retryPolicy": _RETRY_POLICY}],
+    }
+)
+# Pings keep idle connections through proxies and NAT and find a dead peer in seconds, not at the
+# next call's deadline; the servers allow them (ragstack/rpc/server.py).
+KEEPALIVE_MS = 20_000
 
 
 def open_channel(address: str, max_message_mb: int = 64, token: str = "") -> grpc.aio.Channel:
@@ -67,6 +78,10 @@ def open_channel(address: str, max_message_mb: int = 64, token: str = "") -> grp
         options=[
             ("grpc.enable_retries", 1),
             ("grpc.service_config", SERVICE_CONFIG),
+            ("grpc.keepalive_time_ms", KEEPALIVE_MS),
+            ("grpc.keepalive_timeout_ms", 10_000),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.max_pings_without_data", 0),
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),
         ],

@@ -11,8 +11,10 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from ragstack.config import Endpoint
+from ragstack.rpc.clients import KEEPALIVE_MS
 from ragstack.rpc.interceptors import ServiceInterceptor
 
+MAX_CONNECTION_AGE_MS = 300_000  # see start_server
 log = logging.getLogger(__name__)
 
 
@@ -57,6 +59,12 @@ async def start_server(
         options=[
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),
+            # The clients' keepalive pings (ragstack/rpc/clients.py), idle connections included.
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.min_ping_interval_without_data_ms", KEEPALIVE_MS // 2),
+            # A connection is closed gracefully after this long (calls in flight finish): clients
+            # then resolve the name again, so replicas added later get their share of calls.
+            ("grpc.max_connection_age_ms", MAX_CONNECTION_AGE_MS),
         ],
     )
     register(server)
