@@ -43,6 +43,8 @@ _IDEMPOTENT = [
     {"service": GRPC_SERVICES["retrieve"], "method": "Score"},
     {"service": GRPC_SERVICES["retrieve"], "method": "ListDatabases"},
     {"service": GRPC_SERVICES["retrieve"], "method": "Sql"},  # read-only by construction
+    {"service": GRPC_SERVICES["retrieve"], "method": "GetChunk"},
+    {"service": GRPC_SERVICES["retrieve"], "method": "GetGraph"},  # retried before its first page only
     {"service": GRPC_SERVICES["verify"], "method": "Verify"},
     {"service": GRPC_SERVICES["ingest"], "method": "ListDocuments"},
     {"service": GRPC_SERVICES["ingest"], "method": "GetDocument"},
