@@ -1,5 +1,13 @@
 """The gateway's routes, one module per resource."""
 
-from gateway.routes import admin, databases, documents, ingest, query, traces
+from gateway.routes import admin, databases, documents, graph, ingest, query, traces
 
-ROUTERS = (admin.router, query.router, ingest.router, documents.router, databases.router, traces.router)
+ROUTERS = (
+    admin.router,
+    query.router,
+    ingest.router,
+    documents.router,
+    graph.router,
+    databases.router,
+    traces.router,
+)

@@ -771,6 +771,7 @@ SCOPES: list[tuple[str, str, str, dict[str, Any]]] = [
     ("reader", "GET", "/v1/documents/{roadmap}", {}),
     ("writer", "DELETE", "/v1/documents/{roadmap}", {}),
     ("reader", "GET", "/v1/databases", {}),
+    ("reader", "GET", "/v1/graph", {}),
     ("reader", "POST", "/v1/sql", {"json": {"database": "", "sql": "SELECT 1"}}),
     ("writer", "POST", "/v1/ingest", {"files": True}),
     ("writer", "POST", "/v1/ingest", {"data": {"urls": "http://127.0.0.2:{r}/ok2"}}),

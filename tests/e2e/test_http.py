@@ -193,3 +193,16 @@ async def test_queued_ingest_over_http(stack) -> None:  # type: ignore[no-untype
         assert job["state"] == "done" and job["summary"]["indexed"] == 1
         assert job_id in [j["job_id"] for j in (await client.get("/v1/ingest/jobs")).json()["jobs"]]
         assert (await client.get("/v1/ingest/jobs/nope")).status_code == 404
+
+
+async def test_the_knowledge_graph_over_http(stack) -> None:  # type: ignore[no-untyped-def]
+    async with httpx.AsyncClient(base_url=stack.gateway_url, timeout=60) as client:
+        graph = (await client.get("/v1/graph")).json()
+        keys = {e["key"] for e in graph["entities"]}
+        assert graph["entities"] and graph["communities"] and graph["chunks_with_entities"] > 0
+        assert all(r["source"] in keys and r["target"] in keys for r in graph["relations"])
+        assert all(set(c["members"]) <= keys for c in graph["communities"])
+        empty = (await client.get("/v1/graph", params={"library": "no-such-library"})).json()
+        assert empty == {"entities": [], "relations": [], "communities": [], "chunks_with_entities": 0}
+        bad = await client.get("/v1/graph", params={"library": "../etc"})
+        assert bad.status_code == 400 and bad.json()["error"]["code"] == "INVALID_ARGUMENT"
