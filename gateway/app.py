@@ -96,7 +96,7 @@ def _guard(app: FastAPI, cfg: GatewayConfig) -> None:
     app.add_middleware(
         BodyLimit,
         max_bytes=cfg.max_request_kb * 1024,
-        paths=("/v1/query", "/v1/databases", "/v1/sql", "/mcp"),
+        paths=("/v1/query", "/v1/databases", "/v1/sql", "/v1/feedback", "/mcp"),
         setting="gateway.max_request_kb",
     )
     app.add_middleware(EarlyPermission)

@@ -370,6 +370,27 @@ def vacuum_from_pb(pb: ingest_pb2.VacuumResponse) -> VacuumReport:
     return from_pb(pb, VacuumReport)
 
 
+_RATING_TO_PB = {"up": agent_pb2.RATING_UP, "down": agent_pb2.RATING_DOWN}
+_RATING_FROM_PB = {int(v): k for k, v in _RATING_TO_PB.items()}
+
+
+def rating_from_pb(value: int) -> str:
+    """`up` or `down`; empty for no rating (refused where it is checked)."""
+    return _RATING_FROM_PB.get(value, "")
+
+
+def rating_to_pb(rating: str) -> agent_pb2.Rating:
+    return _RATING_TO_PB.get(rating, agent_pb2.RATING_UNSPECIFIED)
+
+
+def feedback_to_pb(f: d.Feedback) -> agent_pb2.Feedback:
+    return to_pb(f, agent_pb2.Feedback, rating=rating_to_pb(f.rating))
+
+
+def feedback_from_pb(pb: agent_pb2.Feedback) -> d.Feedback:
+    return from_pb(pb, d.Feedback, rating=rating_from_pb(pb.rating))
+
+
 GRAPH_PAGE = 1_000  # items per GetGraph page: a large graph stays far below any message size limit
 
 

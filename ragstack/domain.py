@@ -202,6 +202,19 @@ class GraphView:
 
 
 @dataclass(frozen=True)
+class Feedback:
+    """A person's verdict on one answer, kept with its trace id."""
+
+    trace_id: str
+    rating: str  # up | down
+    comment: str = ""
+    principal: str = ""
+    question: str = ""
+    library: str = ""
+    created_at: str = ""
+
+
+@dataclass(frozen=True)
 class SqlSource:
     """A query result an answer cites: where it ran, what ran, how many rows came back."""
 

@@ -1,6 +1,6 @@
 """The gateway's routes, one module per resource."""
 
-from gateway.routes import admin, databases, documents, graph, ingest, query, traces
+from gateway.routes import admin, databases, documents, feedback, graph, ingest, query, traces
 
 ROUTERS = (
     admin.router,
@@ -10,4 +10,5 @@ ROUTERS = (
     graph.router,
     databases.router,
     traces.router,
+    feedback.router,
 )

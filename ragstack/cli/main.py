@@ -738,6 +738,39 @@ def store_vacuum(ctx: click.Context, older_than_days: int | None) -> None:
     _run(vacuum(_config(ctx), older_than_days))
 
 
+@cli.group(name="feedback")
+def feedback_group() -> None:
+    """Feedback people gave on answers (POST /v1/feedback), through the agent service."""
+
+
+@feedback_group.command(name="list")
+@click.option("-n", "--limit", default=50, show_default=True, help="Newest shown (at most 1,000).")
+@click.option("-l", "--library", default="", help="Only this library's (default: every library).")
+@click.option("--json", "as_json", is_flag=True, help="Print them as JSON, one object per line.")
+@click.pass_context
+def feedback_list(ctx: click.Context, limit: int, library: str, as_json: bool) -> None:
+    """The newest feedback: when, rating, who, the question, the comment, the trace id."""
+    from dataclasses import asdict
+
+    from ragstack.cli.session import connect
+    from ragstack.rpc.clients import AgentClient
+
+    cfg = _config(ctx)
+
+    async def listed() -> list[Any]:
+        async with connect(cfg, needed=("agent",), start=("agent",)) as session:
+            client = AgentClient(session.channels["agent"], cfg.deadlines.agent_s)
+            return await client.list_feedback(max(1, min(limit, 1000)), library)
+
+    for f in _run(listed()):
+        if as_json:
+            click.echo(json.dumps(asdict(f), ensure_ascii=False))
+        else:
+            comment = f" — {f.comment[:80]}" if f.comment else ""
+            when, who = f.created_at[:19], f.principal[:12]
+            click.echo(f"{when}  {f.rating:4}  {who:12}  {f.question[:60]}{comment}  ({f.trace_id})")
+
+
 @cli.group(name="traces")
 def traces_group() -> None:
     """Read the JSON traces queries wrote (in <data_dir>/traces)."""

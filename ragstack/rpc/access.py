@@ -40,6 +40,8 @@ RULES: dict[str, Rule] = {
     "/ragstack.v1.AgentService/Ask": Rule(_R, "asking", _library),
     "/ragstack.v1.AgentService/GetTrace": Rule(_R, "reading a trace"),
     "/ragstack.v1.AgentService/ListSessions": Rule(_R, "listing sessions"),
+    "/ragstack.v1.AgentService/SendFeedback": Rule(_R, "giving feedback"),  # on its own answers only
+    "/ragstack.v1.AgentService/ListFeedback": Rule(_A, "listing feedback"),
     "/ragstack.v1.IngestService/Ingest": Rule(_W, "ingesting", _library),
     "/ragstack.v1.IngestService/SubmitIngest": Rule(_W, "queueing an ingest", _submitted_library),
     "/ragstack.v1.IngestService/GetIngestJob": Rule(_R, "reading an ingest job"),

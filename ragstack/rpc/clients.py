@@ -54,6 +54,7 @@ _IDEMPOTENT = [
     {"service": GRPC_SERVICES["ingest"], "method": "GetIngestJob"},
     {"service": GRPC_SERVICES["ingest"], "method": "ListIngestJobs"},
     {"service": GRPC_SERVICES["agent"], "method": "GetTrace"},
+    {"service": GRPC_SERVICES["agent"], "method": "ListFeedback"},
     {"service": "grpc.health.v1.Health", "method": "Check"},
 ]
 # Calls go round-robin over every address the name resolves to (a headless Service's pods, or a
@@ -268,6 +269,18 @@ class AgentClient:
     ) -> AsyncIterator[d.AskEvent]:
         async for pb in self.ask_pb(question, library, mode, top_k, session_id, skip_memory=skip_memory):
             yield convert.ask_event_from_pb(pb)
+
+    async def send_feedback(self, trace_id: str, rating: str, comment: str = "") -> d.Feedback:
+        req = agent_pb2.SendFeedbackRequest(
+            trace_id=trace_id, rating=convert.rating_to_pb(rating), comment=comment
+        )
+        resp = await _unary(self._stub.SendFeedback, req, self._deadline)
+        return convert.feedback_from_pb(resp.feedback)
+
+    async def list_feedback(self, limit: int = 50, library: str = "") -> list[d.Feedback]:
+        req = agent_pb2.ListFeedbackRequest(limit=limit, library=library)
+        resp = await _unary(self._stub.ListFeedback, req, self._deadline)
+        return [convert.feedback_from_pb(f) for f in resp.feedback]
 
     async def get_trace(self, trace_id: str) -> dict[str, Any]:
         resp = await _unary(self._stub.GetTrace, agent_pb2.GetTraceRequest(trace_id=trace_id), self._deadline)

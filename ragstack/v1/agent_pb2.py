@@ -25,41 +25,53 @@ _sym_db = _symbol_database.Default()
 from ragstack.v1 import common_pb2 as ragstack_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17ragstack/v1/agent.proto\x12\x0bragstack.v1\x1a\x18ragstack/v1/common.proto\"\x8e\x01\n\nAskRequest\x12\x10\n\x08question\x18\x01 \x01(\t\x12\x0f\n\x07library\x18\x02 \x01(\t\x12%\n\x04mode\x18\x03 \x01(\x0e\x32\x17.ragstack.v1.SearchMode\x12\r\n\x05top_k\x18\x04 \x01(\x05\x12\x12\n\nsession_id\x18\x05 \x01(\t\x12\x13\n\x0bskip_memory\x18\x06 \x01(\x08\"\x1e\n\nStartEvent\x12\x10\n\x08trace_id\x18\x01 \x01(\t\"\xb0\x01\n\nRouteEvent\x12%\n\x04mode\x18\x01 \x01(\x0e\x32\x17.ragstack.v1.SearchMode\x12\x12\n\nclassifier\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x15\n\rsub_questions\x18\x04 \x03(\t\x12\x1b\n\x13standalone_question\x18\x05 \x01(\t\x12\r\n\x05top_k\x18\x06 \x01(\x05\x12\x14\n\x0c\x63hains_facts\x18\x07 \x01(\x08\"\\\n\rToolCallEvent\x12\x0c\n\x04tool\x18\x01 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x02 \x01(\t\x12\x14\n\x0cresult_count\x18\x03 \x01(\x05\x12\x0f\n\x07took_ms\x18\x04 \x01(\x02\"S\n\rEvidenceEvent\x12$\n\x04hits\x18\x01 \x03(\x0b\x32\x16.ragstack.v1.SearchHit\x12\r\n\x05grade\x18\x02 \x01(\t\x12\r\n\x05score\x18\x03 \x01(\x02\"\x1a\n\nDeltaEvent\x12\x0c\n\x04text\x18\x01 \x01(\t\"<\n\x11VerificationEvent\x12\'\n\x08manifest\x18\x01 \x01(\x0b\x32\x15.ragstack.v1.Manifest\"\xd6\x01\n\tDoneEvent\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12\x0e\n\x06\x61nswer\x18\x02 \x01(\t\x12(\n\tcitations\x18\x03 \x03(\x0b\x32\x15.ragstack.v1.Citation\x12\x12\n\nconfidence\x18\x04 \x01(\x02\x12\x11\n\tabstained\x18\x05 \x01(\x08\x12\x11\n\tgenerator\x18\x06 \x01(\t\x12\'\n\x08manifest\x18\x07 \x01(\x0b\x32\x15.ragstack.v1.Manifest\x12\x1a\n\x12\x65vidence_chunk_ids\x18\x08 \x03(\t\"\xd5\x02\n\x0b\x41skResponse\x12(\n\x05start\x18\x01 \x01(\x0b\x32\x17.ragstack.v1.StartEventH\x00\x12(\n\x05route\x18\x02 \x01(\x0b\x32\x17.ragstack.v1.RouteEventH\x00\x12/\n\ttool_call\x18\x03 \x01(\x0b\x32\x1a.ragstack.v1.ToolCallEventH\x00\x12.\n\x08\x65vidence\x18\x04 \x01(\x0b\x32\x1a.ragstack.v1.EvidenceEventH\x00\x12(\n\x05\x64\x65lta\x18\x05 \x01(\x0b\x32\x17.ragstack.v1.DeltaEventH\x00\x12\x36\n\x0cverification\x18\x06 \x01(\x0b\x32\x1e.ragstack.v1.VerificationEventH\x00\x12&\n\x04\x64one\x18\x07 \x01(\x0b\x32\x16.ragstack.v1.DoneEventH\x00\x42\x07\n\x05\x65vent\"#\n\x0fGetTraceRequest\x12\x10\n\x08trace_id\x18\x01 \x01(\t\"&\n\x10GetTraceResponse\x12\x12\n\ntrace_json\x18\x01 \x01(\t\"$\n\x13ListSessionsRequest\x12\r\n\x05limit\x18\x01 \x01(\x05\">\n\x14ListSessionsResponse\x12&\n\x08sessions\x18\x01 \x03(\x0b\x32\x14.ragstack.v1.Session\"W\n\x07Session\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\r\n\x05turns\x18\x02 \x01(\x05\x12\x15\n\rlast_question\x18\x03 \x01(\t\x12\x12\n\nupdated_at\x18\x04 \x01(\t2\xe8\x01\n\x0c\x41gentService\x12:\n\x03\x41sk\x12\x17.ragstack.v1.AskRequest\x1a\x18.ragstack.v1.AskResponse0\x01\x12G\n\x08GetTrace\x12\x1c.ragstack.v1.GetTraceRequest\x1a\x1d.ragstack.v1.GetTraceResponse\x12S\n\x0cListSessions\x12 .ragstack.v1.ListSessionsRequest\x1a!.ragstack.v1.ListSessionsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17ragstack/v1/agent.proto\x12\x0bragstack.v1\x1a\x18ragstack/v1/common.proto\"]\n\x13SendFeedbackRequest\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12#\n\x06rating\x18\x02 \x01(\x0e\x32\x13.ragstack.v1.Rating\x12\x0f\n\x07\x63omment\x18\x03 \x01(\t\"?\n\x14SendFeedbackResponse\x12\'\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x01 \x01(\x0b\x32\x15.ragstack.v1.Feedback\"5\n\x13ListFeedbackRequest\x12\r\n\x05limit\x18\x01 \x01(\x05\x12\x0f\n\x07library\x18\x02 \x01(\t\"?\n\x14ListFeedbackResponse\x12\'\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x01 \x03(\x0b\x32\x15.ragstack.v1.Feedback\"\x9c\x01\n\x08\x46\x65\x65\x64\x62\x61\x63k\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12#\n\x06rating\x18\x02 \x01(\x0e\x32\x13.ragstack.v1.Rating\x12\x0f\n\x07\x63omment\x18\x03 \x01(\t\x12\x11\n\tprincipal\x18\x04 \x01(\t\x12\x10\n\x08question\x18\x05 \x01(\t\x12\x0f\n\x07library\x18\x06 \x01(\t\x12\x12\n\ncreated_at\x18\x07 \x01(\t\"\x8e\x01\n\nAskRequest\x12\x10\n\x08question\x18\x01 \x01(\t\x12\x0f\n\x07library\x18\x02 \x01(\t\x12%\n\x04mode\x18\x03 \x01(\x0e\x32\x17.ragstack.v1.SearchMode\x12\r\n\x05top_k\x18\x04 \x01(\x05\x12\x12\n\nsession_id\x18\x05 \x01(\t\x12\x13\n\x0bskip_memory\x18\x06 \x01(\x08\"\x1e\n\nStartEvent\x12\x10\n\x08trace_id\x18\x01 \x01(\t\"\xb0\x01\n\nRouteEvent\x12%\n\x04mode\x18\x01 \x01(\x0e\x32\x17.ragstack.v1.SearchMode\x12\x12\n\nclassifier\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x15\n\rsub_questions\x18\x04 \x03(\t\x12\x1b\n\x13standalone_question\x18\x05 \x01(\t\x12\r\n\x05top_k\x18\x06 \x01(\x05\x12\x14\n\x0c\x63hains_facts\x18\x07 \x01(\x08\"\\\n\rToolCallEvent\x12\x0c\n\x04tool\x18\x01 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x02 \x01(\t\x12\x14\n\x0cresult_count\x18\x03 \x01(\x05\x12\x0f\n\x07took_ms\x18\x04 \x01(\x02\"S\n\rEvidenceEvent\x12$\n\x04hits\x18\x01 \x03(\x0b\x32\x16.ragstack.v1.SearchHit\x12\r\n\x05grade\x18\x02 \x01(\t\x12\r\n\x05score\x18\x03 \x01(\x02\"\x1a\n\nDeltaEvent\x12\x0c\n\x04text\x18\x01 \x01(\t\"<\n\x11VerificationEvent\x12\'\n\x08manifest\x18\x01 \x01(\x0b\x32\x15.ragstack.v1.Manifest\"\xd6\x01\n\tDoneEvent\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12\x0e\n\x06\x61nswer\x18\x02 \x01(\t\x12(\n\tcitations\x18\x03 \x03(\x0b\x32\x15.ragstack.v1.Citation\x12\x12\n\nconfidence\x18\x04 \x01(\x02\x12\x11\n\tabstained\x18\x05 \x01(\x08\x12\x11\n\tgenerator\x18\x06 \x01(\t\x12\'\n\x08manifest\x18\x07 \x01(\x0b\x32\x15.ragstack.v1.Manifest\x12\x1a\n\x12\x65vidence_chunk_ids\x18\x08 \x03(\t\"\xd5\x02\n\x0b\x41skResponse\x12(\n\x05start\x18\x01 \x01(\x0b\x32\x17.ragstack.v1.StartEventH\x00\x12(\n\x05route\x18\x02 \x01(\x0b\x32\x17.ragstack.v1.RouteEventH\x00\x12/\n\ttool_call\x18\x03 \x01(\x0b\x32\x1a.ragstack.v1.ToolCallEventH\x00\x12.\n\x08\x65vidence\x18\x04 \x01(\x0b\x32\x1a.ragstack.v1.EvidenceEventH\x00\x12(\n\x05\x64\x65lta\x18\x05 \x01(\x0b\x32\x17.ragstack.v1.DeltaEventH\x00\x12\x36\n\x0cverification\x18\x06 \x01(\x0b\x32\x1e.ragstack.v1.VerificationEventH\x00\x12&\n\x04\x64one\x18\x07 \x01(\x0b\x32\x16.ragstack.v1.DoneEventH\x00\x42\x07\n\x05\x65vent\"#\n\x0fGetTraceRequest\x12\x10\n\x08trace_id\x18\x01 \x01(\t\"&\n\x10GetTraceResponse\x12\x12\n\ntrace_json\x18\x01 \x01(\t\"$\n\x13ListSessionsRequest\x12\r\n\x05limit\x18\x01 \x01(\x05\">\n\x14ListSessionsResponse\x12&\n\x08sessions\x18\x01 \x03(\x0b\x32\x14.ragstack.v1.Session\"W\n\x07Session\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\r\n\x05turns\x18\x02 \x01(\x05\x12\x15\n\rlast_question\x18\x03 \x01(\t\x12\x12\n\nupdated_at\x18\x04 \x01(\t*@\n\x06Rating\x12\x16\n\x12RATING_UNSPECIFIED\x10\x00\x12\r\n\tRATING_UP\x10\x01\x12\x0f\n\x0bRATING_DOWN\x10\x02\x32\x92\x03\n\x0c\x41gentService\x12:\n\x03\x41sk\x12\x17.ragstack.v1.AskRequest\x1a\x18.ragstack.v1.AskResponse0\x01\x12G\n\x08GetTrace\x12\x1c.ragstack.v1.GetTraceRequest\x1a\x1d.ragstack.v1.GetTraceResponse\x12S\n\x0cListSessions\x12 .ragstack.v1.ListSessionsRequest\x1a!.ragstack.v1.ListSessionsResponse\x12S\n\x0cSendFeedback\x12 .ragstack.v1.SendFeedbackRequest\x1a!.ragstack.v1.SendFeedbackResponse\x12S\n\x0cListFeedback\x12 .ragstack.v1.ListFeedbackRequest\x1a!.ragstack.v1.ListFeedbackResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ragstack.v1.agent_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ASKREQUEST']._serialized_start=67
-  _globals['_ASKREQUEST']._serialized_end=209
-  _globals['_STARTEVENT']._serialized_start=211
-  _globals['_STARTEVENT']._serialized_end=241
-  _globals['_ROUTEEVENT']._serialized_start=244
-  _globals['_ROUTEEVENT']._serialized_end=420
-  _globals['_TOOLCALLEVENT']._serialized_start=422
-  _globals['_TOOLCALLEVENT']._serialized_end=514
-  _globals['_EVIDENCEEVENT']._serialized_start=516
-  _globals['_EVIDENCEEVENT']._serialized_end=599
-  _globals['_DELTAEVENT']._serialized_start=601
-  _globals['_DELTAEVENT']._serialized_end=627
-  _globals['_VERIFICATIONEVENT']._serialized_start=629
-  _globals['_VERIFICATIONEVENT']._serialized_end=689
-  _globals['_DONEEVENT']._serialized_start=692
-  _globals['_DONEEVENT']._serialized_end=906
-  _globals['_ASKRESPONSE']._serialized_start=909
-  _globals['_ASKRESPONSE']._serialized_end=1250
-  _globals['_GETTRACEREQUEST']._serialized_start=1252
-  _globals['_GETTRACEREQUEST']._serialized_end=1287
-  _globals['_GETTRACERESPONSE']._serialized_start=1289
-  _globals['_GETTRACERESPONSE']._serialized_end=1327
-  _globals['_LISTSESSIONSREQUEST']._serialized_start=1329
-  _globals['_LISTSESSIONSREQUEST']._serialized_end=1365
-  _globals['_LISTSESSIONSRESPONSE']._serialized_start=1367
-  _globals['_LISTSESSIONSRESPONSE']._serialized_end=1429
-  _globals['_SESSION']._serialized_start=1431
-  _globals['_SESSION']._serialized_end=1518
-  _globals['_AGENTSERVICE']._serialized_start=1521
-  _globals['_AGENTSERVICE']._serialized_end=1753
+  _globals['_RATING']._serialized_start=1959
+  _globals['_RATING']._serialized_end=2023
+  _globals['_SENDFEEDBACKREQUEST']._serialized_start=66
+  _globals['_SENDFEEDBACKREQUEST']._serialized_end=159
+  _globals['_SENDFEEDBACKRESPONSE']._serialized_start=161
+  _globals['_SENDFEEDBACKRESPONSE']._serialized_end=224
+  _globals['_LISTFEEDBACKREQUEST']._serialized_start=226
+  _globals['_LISTFEEDBACKREQUEST']._serialized_end=279
+  _globals['_LISTFEEDBACKRESPONSE']._serialized_start=281
+  _globals['_LISTFEEDBACKRESPONSE']._serialized_end=344
+  _globals['_FEEDBACK']._serialized_start=347
+  _globals['_FEEDBACK']._serialized_end=503
+  _globals['_ASKREQUEST']._serialized_start=506
+  _globals['_ASKREQUEST']._serialized_end=648
+  _globals['_STARTEVENT']._serialized_start=650
+  _globals['_STARTEVENT']._serialized_end=680
+  _globals['_ROUTEEVENT']._serialized_start=683
+  _globals['_ROUTEEVENT']._serialized_end=859
+  _globals['_TOOLCALLEVENT']._serialized_start=861
+  _globals['_TOOLCALLEVENT']._serialized_end=953
+  _globals['_EVIDENCEEVENT']._serialized_start=955
+  _globals['_EVIDENCEEVENT']._serialized_end=1038
+  _globals['_DELTAEVENT']._serialized_start=1040
+  _globals['_DELTAEVENT']._serialized_end=1066
+  _globals['_VERIFICATIONEVENT']._serialized_start=1068
+  _globals['_VERIFICATIONEVENT']._serialized_end=1128
+  _globals['_DONEEVENT']._serialized_start=1131
+  _globals['_DONEEVENT']._serialized_end=1345
+  _globals['_ASKRESPONSE']._serialized_start=1348
+  _globals['_ASKRESPONSE']._serialized_end=1689
+  _globals['_GETTRACEREQUEST']._serialized_start=1691
+  _globals['_GETTRACEREQUEST']._serialized_end=1726
+  _globals['_GETTRACERESPONSE']._serialized_start=1728
+  _globals['_GETTRACERESPONSE']._serialized_end=1766
+  _globals['_LISTSESSIONSREQUEST']._serialized_start=1768
+  _globals['_LISTSESSIONSREQUEST']._serialized_end=1804
+  _globals['_LISTSESSIONSRESPONSE']._serialized_start=1806
+  _globals['_LISTSESSIONSRESPONSE']._serialized_end=1868
+  _globals['_SESSION']._serialized_start=1870
+  _globals['_SESSION']._serialized_end=1957
+  _globals['_AGENTSERVICE']._serialized_start=2026
+  _globals['_AGENTSERVICE']._serialized_end=2428
 # @@protoc_insertion_point(module_scope)

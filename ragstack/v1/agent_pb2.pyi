@@ -1,11 +1,69 @@
 from ragstack.v1 import common_pb2 as _common_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class Rating(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RATING_UNSPECIFIED: _ClassVar[Rating]
+    RATING_UP: _ClassVar[Rating]
+    RATING_DOWN: _ClassVar[Rating]
+RATING_UNSPECIFIED: Rating
+RATING_UP: Rating
+RATING_DOWN: Rating
+
+class SendFeedbackRequest(_message.Message):
+    __slots__ = ("trace_id", "rating", "comment")
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    RATING_FIELD_NUMBER: _ClassVar[int]
+    COMMENT_FIELD_NUMBER: _ClassVar[int]
+    trace_id: str
+    rating: Rating
+    comment: str
+    def __init__(self, trace_id: _Optional[str] = ..., rating: _Optional[_Union[Rating, str]] = ..., comment: _Optional[str] = ...) -> None: ...
+
+class SendFeedbackResponse(_message.Message):
+    __slots__ = ("feedback",)
+    FEEDBACK_FIELD_NUMBER: _ClassVar[int]
+    feedback: Feedback
+    def __init__(self, feedback: _Optional[_Union[Feedback, _Mapping]] = ...) -> None: ...
+
+class ListFeedbackRequest(_message.Message):
+    __slots__ = ("limit", "library")
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    LIBRARY_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    library: str
+    def __init__(self, limit: _Optional[int] = ..., library: _Optional[str] = ...) -> None: ...
+
+class ListFeedbackResponse(_message.Message):
+    __slots__ = ("feedback",)
+    FEEDBACK_FIELD_NUMBER: _ClassVar[int]
+    feedback: _containers.RepeatedCompositeFieldContainer[Feedback]
+    def __init__(self, feedback: _Optional[_Iterable[_Union[Feedback, _Mapping]]] = ...) -> None: ...
+
+class Feedback(_message.Message):
+    __slots__ = ("trace_id", "rating", "comment", "principal", "question", "library", "created_at")
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    RATING_FIELD_NUMBER: _ClassVar[int]
+    COMMENT_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    QUESTION_FIELD_NUMBER: _ClassVar[int]
+    LIBRARY_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    trace_id: str
+    rating: Rating
+    comment: str
+    principal: str
+    question: str
+    library: str
+    created_at: str
+    def __init__(self, trace_id: _Optional[str] = ..., rating: _Optional[_Union[Rating, str]] = ..., comment: _Optional[str] = ..., principal: _Optional[str] = ..., question: _Optional[str] = ..., library: _Optional[str] = ..., created_at: _Optional[str] = ...) -> None: ...
 
 class AskRequest(_message.Message):
     __slots__ = ("question", "library", "mode", "top_k", "session_id", "skip_memory")

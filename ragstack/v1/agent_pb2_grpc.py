@@ -50,6 +50,16 @@ class AgentServiceStub:
                 request_serializer=ragstack_dot_v1_dot_agent__pb2.ListSessionsRequest.SerializeToString,
                 response_deserializer=ragstack_dot_v1_dot_agent__pb2.ListSessionsResponse.FromString,
                 _registered_method=True)
+        self.SendFeedback = channel.unary_unary(
+                '/ragstack.v1.AgentService/SendFeedback',
+                request_serializer=ragstack_dot_v1_dot_agent__pb2.SendFeedbackRequest.SerializeToString,
+                response_deserializer=ragstack_dot_v1_dot_agent__pb2.SendFeedbackResponse.FromString,
+                _registered_method=True)
+        self.ListFeedback = channel.unary_unary(
+                '/ragstack.v1.AgentService/ListFeedback',
+                request_serializer=ragstack_dot_v1_dot_agent__pb2.ListFeedbackRequest.SerializeToString,
+                response_deserializer=ragstack_dot_v1_dot_agent__pb2.ListFeedbackResponse.FromString,
+                _registered_method=True)
 
 
 class AgentServiceServicer:
@@ -82,6 +92,23 @@ class AgentServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SendFeedback(self, request, context):
+        """Records the caller's verdict on one of its answers (up or down, with an optional comment),
+        kept with the answer's trace id, question and library; sending again replaces it.
+        Errors: NOT_FOUND for an unknown trace or one of another principal; INVALID_ARGUMENT for no
+        rating or a comment over 2,000 characters.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListFeedback(self, request, context):
+        """Lists the feedback given, newest first (admins).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -99,6 +126,16 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     servicer.ListSessions,
                     request_deserializer=ragstack_dot_v1_dot_agent__pb2.ListSessionsRequest.FromString,
                     response_serializer=ragstack_dot_v1_dot_agent__pb2.ListSessionsResponse.SerializeToString,
+            ),
+            'SendFeedback': grpc.unary_unary_rpc_method_handler(
+                    servicer.SendFeedback,
+                    request_deserializer=ragstack_dot_v1_dot_agent__pb2.SendFeedbackRequest.FromString,
+                    response_serializer=ragstack_dot_v1_dot_agent__pb2.SendFeedbackResponse.SerializeToString,
+            ),
+            'ListFeedback': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListFeedback,
+                    request_deserializer=ragstack_dot_v1_dot_agent__pb2.ListFeedbackRequest.FromString,
+                    response_serializer=ragstack_dot_v1_dot_agent__pb2.ListFeedbackResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -183,6 +220,60 @@ class AgentService:
             '/ragstack.v1.AgentService/ListSessions',
             ragstack_dot_v1_dot_agent__pb2.ListSessionsRequest.SerializeToString,
             ragstack_dot_v1_dot_agent__pb2.ListSessionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SendFeedback(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragstack.v1.AgentService/SendFeedback',
+            ragstack_dot_v1_dot_agent__pb2.SendFeedbackRequest.SerializeToString,
+            ragstack_dot_v1_dot_agent__pb2.SendFeedbackResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListFeedback(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragstack.v1.AgentService/ListFeedback',
+            ragstack_dot_v1_dot_agent__pb2.ListFeedbackRequest.SerializeToString,
+            ragstack_dot_v1_dot_agent__pb2.ListFeedbackResponse.FromString,
             options,
             channel_credentials,
             insecure,

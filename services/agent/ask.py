@@ -18,6 +18,7 @@ from ragstack.errors import InvalidArgument, TraceNotFound
 from ragstack.query_trace import QueryTrace
 from ragstack.telemetry import REQUEST_ID, current_trace_id
 from ragstack.traces import TraceStore
+from services.agent.feedback import FeedbackStore, check_feedback
 from services.agent.grading import Grader
 from services.agent.ports import LLMPort, RetrieverPort, VerifierPort
 from services.agent.query import Query
@@ -48,10 +49,12 @@ class Agent:
         sql_answer_rows: int = 20,
         *,
         directed: Callable[[str], bool],
+        feedback: FeedbackStore | None = None,
     ) -> None:
         """`directed`: whether a sentence of a document instructs its reader
         (`instructions.InstructionDetector`); such sentences are quoted only when asked about."""
         self._sessions = sessions
+        self._feedback = feedback
         self._traces = traces
         self._gen = generation
         self._clock = clock
@@ -157,6 +160,27 @@ class Agent:
         caller = auth.current()
         owner = None if caller.is_admin else caller.name
         return self._sessions.list(limit, owner) if self._sessions is not None else []
+
+    def give_feedback(self, trace_id: str, rating: str, comment: str) -> d.Feedback:
+        """The caller's verdict on one of its answers; another's trace reads as unknown."""
+        check_feedback(rating, comment)
+        if self._feedback is None:
+            raise InvalidArgument("this agent keeps no feedback")
+        answered = self.trace(trace_id)
+        given = d.Feedback(
+            trace_id,
+            rating,
+            comment.strip(),
+            auth.current().name,
+            str(answered.get("question", "")),
+            str(answered.get("library", "")),
+            self._now().isoformat(),
+        )
+        return self._feedback.put(given)
+
+    def feedback(self, limit: int, library: str = "") -> list[d.Feedback]:
+        """The feedback given, newest first (the service lets only admins ask)."""
+        return self._feedback.list(limit, library) if self._feedback is not None else []
 
     def trace(self, trace_id: str) -> dict[str, Any]:
         """A trace of the caller's own (any trace for an admin); another's reads as unknown."""

@@ -9,6 +9,7 @@ from ragstack.rpc.clients import RetrieveClient, VerifyClient, open_channel
 from ragstack.service import ServiceSpec
 from ragstack.traces import TraceStore
 from services.agent.ask import Agent
+from services.agent.feedback import FeedbackStore
 from services.agent.instructions import InstructionDetector
 from services.agent.servicer import AgentServicer, register
 from services.agent.sessions import SessionStore
@@ -30,6 +31,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         sessions=sessions,
         sql_answer_rows=cfg.sql.answer_rows,
         directed=InstructionDetector(res.parser).directed,
+        feedback=FeedbackStore(cfg.data_dir / "feedback.sqlite"),
     )
 
     async def close() -> None:

@@ -39,6 +39,21 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         trace = self._agent.trace(check_trace_id(request.trace_id))
         return agent_pb2.GetTraceResponse(trace_json=json.dumps(trace, ensure_ascii=False))
 
+    async def SendFeedback(
+        self, request: agent_pb2.SendFeedbackRequest, context: grpc.aio.ServicerContext
+    ) -> agent_pb2.SendFeedbackResponse:
+        given = self._agent.give_feedback(
+            check_trace_id(request.trace_id), convert.rating_from_pb(request.rating), request.comment
+        )
+        return agent_pb2.SendFeedbackResponse(feedback=convert.feedback_to_pb(given))
+
+    async def ListFeedback(
+        self, request: agent_pb2.ListFeedbackRequest, context: grpc.aio.ServicerContext
+    ) -> agent_pb2.ListFeedbackResponse:
+        library = library_name(request.library, self._default_library) if request.library else ""
+        found = self._agent.feedback(request.limit or 50, library)
+        return agent_pb2.ListFeedbackResponse(feedback=[convert.feedback_to_pb(f) for f in found])
+
     async def ListSessions(
         self, request: agent_pb2.ListSessionsRequest, context: grpc.aio.ServicerContext
     ) -> agent_pb2.ListSessionsResponse:

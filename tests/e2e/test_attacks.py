@@ -964,6 +964,41 @@ async def test_traces_of_others_read_as_unknown(world: World, http: Recorder) ->
     assert theirs.status_code == 404 and "parking" not in theirs.text
 
 
+async def test_feedback_goes_on_ones_own_answers_and_only_admins_list_it(
+    world: World, http: Recorder
+) -> None:
+    _, done = await ask(http, "reader", "When does the cafeteria open on Fridays?")
+    trace_id = done["trace_id"]
+    given = await http.post(
+        "/v1/feedback",
+        json={"trace_id": trace_id, "rating": "down", "comment": "Wrong day."},
+        headers=H["reader"],
+    )
+    assert given.status_code == 201, given.text
+    assert given.json()["principal"] == "reader" and "cafeteria" in given.json()["question"]
+    again = {"trace_id": trace_id, "rating": "up", "comment": "Right after all."}
+    assert (await http.post("/v1/feedback", json=again, headers=H["reader"])).status_code == 201
+    for who in ("hr", "writer", "outsider"):  # another's answer reads as unknown
+        other = await http.post("/v1/feedback", json={"trace_id": trace_id, "rating": "down"}, headers=H[who])
+        assert other.status_code == 404 and "cafeteria" not in other.text
+    for bad in (
+        {"trace_id": trace_id, "rating": "sideways"},
+        {"trace_id": trace_id, "rating": "up", "comment": "x" * 2001},
+        {"trace_id": "../../sessions.sqlite", "rating": "up"},
+        {"trace_id": trace_id, "rating": "up", "extra": 1},
+    ):
+        r = await http.post("/v1/feedback", json=bad, headers=H["reader"])
+        assert r.status_code == 422 and error_of(r)["code"] == "INVALID_ARGUMENT", r.text
+    listed = await http.get("/v1/feedback", params={"library": "team"}, headers=H["reader"])
+    assert listed.status_code == 403 and "admin" in error_of(listed)["message"]
+    mine = [
+        f
+        for f in (await http.get("/v1/feedback", headers=H["admin"])).json()["feedback"]
+        if f["trace_id"] == trace_id
+    ]
+    assert [(f["rating"], f["comment"], f["library"]) for f in mine] == [("up", "Right after all.", "team")]
+
+
 @pytest.mark.parametrize(
     "trace_id", ["..%2F..%2Fsessions.sqlite", "%2e%2e", "*", "0" * 31 + "G", "A" * 32, "0" * 500]
 )
@@ -1415,6 +1450,7 @@ DENIED: list[tuple[str, str, Any, str]] = [
     ("ingest", "RestoreSnapshot", ingest_pb2.RestoreSnapshotRequest(name="evil"), A),
     ("ingest", "DeleteSnapshot", ingest_pb2.DeleteSnapshotRequest(name="evil"), A),
     ("ingest", "Vacuum", ingest_pb2.VacuumRequest(), A),
+    ("agent", "ListFeedback", agent_pb2.ListFeedbackRequest(), A),
     ("ingest", "ListDocuments", ingest_pb2.ListDocumentsRequest(library="other"), "'other'"),
     ("ingest", "ListDocuments", ingest_pb2.ListDocumentsRequest(), "'default'"),
     (

@@ -9,7 +9,7 @@ import pytest
 
 from ragstack import convert
 from ragstack import domain as d
-from ragstack.v1 import common_pb2, ingest_pb2, retrieve_pb2
+from ragstack.v1 import agent_pb2, common_pb2, ingest_pb2, retrieve_pb2
 
 SUMMARY = d.IngestSummary(3, 1, 1, 1, 1, 9, 2.5, ["x.pdf: cannot read PDF"], 4, 5, 2, 1, ["no LLM"])
 CASES = [
@@ -55,6 +55,11 @@ CASES = [
         convert.vacuum_to_pb,
         convert.vacuum_from_pb,
     ),
+    (
+        d.Feedback("t" * 32, "down", "wrong page", "ana", "Where?", "team", "2026-12-02"),
+        convert.feedback_to_pb,
+        convert.feedback_from_pb,
+    ),
 ]
 
 
@@ -97,6 +102,10 @@ PAIRS = [
     (ingest_pb2.StatsResponse, d.StoreStats, set()),
     (ingest_pb2.VacuumResponse, d.VacuumReport, set()),
     (retrieve_pb2.CommunityHit, d.CommunityHit, set()),
+    (agent_pb2.Feedback, d.Feedback, set()),
+    (retrieve_pb2.GraphEntity, d.GraphEntity, set()),
+    (retrieve_pb2.GraphRelation, d.GraphRelation, set()),
+    (retrieve_pb2.GraphCommunity, d.GraphCommunity, set()),
 ]
 
 

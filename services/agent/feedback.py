@@ -1,0 +1,66 @@
+"""Feedback on answers: one verdict per answer and person (the last one given), kept with the
+answer's trace id, its question and library, in `<data_dir>/feedback.sqlite`."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from ragstack.domain import Feedback
+from ragstack.errors import InvalidArgument
+from ragstack.stores.sqlite import open_sqlite
+
+RATINGS = ("up", "down")
+MAX_COMMENT = 2_000
+MAX_LIST = 1_000
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS feedback (
+  trace_id TEXT NOT NULL, principal TEXT NOT NULL, rating TEXT NOT NULL, comment TEXT NOT NULL,
+  question TEXT NOT NULL, library TEXT NOT NULL, created_at TEXT NOT NULL,
+  PRIMARY KEY (trace_id, principal)
+);
+CREATE INDEX IF NOT EXISTS feedback_created ON feedback (created_at);
+"""
+_COLUMNS = "trace_id, rating, comment, principal, question, library, created_at"
+
+
+def check_feedback(rating: str, comment: str) -> None:
+    if rating not in RATINGS:
+        raise InvalidArgument(f"rating {rating[:20]!r} is not one of {', '.join(RATINGS)}")
+    if len(comment) > MAX_COMMENT:
+        raise InvalidArgument(f"comment is {len(comment)} characters, over the limit of {MAX_COMMENT}")
+
+
+class FeedbackStore:
+    def __init__(self, path: Path) -> None:
+        self._db = open_sqlite(path, _SCHEMA)
+        self._lock = threading.Lock()
+
+    def put(self, feedback: Feedback) -> Feedback:
+        """Stores `feedback`, replacing what the same person said of the same answer."""
+        check_feedback(feedback.rating, feedback.comment)
+        with self._lock:
+            self._db.execute(
+                f"INSERT OR REPLACE INTO feedback ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    feedback.trace_id,
+                    feedback.rating,
+                    feedback.comment,
+                    feedback.principal,
+                    feedback.question,
+                    feedback.library,
+                    feedback.created_at,
+                ),
+            )
+        return feedback
+
+    def list(self, limit: int, library: str = "") -> list[Feedback]:
+        """Newest first; only `library`'s when one is named."""
+        where, args = ("WHERE library = ?", [library]) if library else ("", [])
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {_COLUMNS} FROM feedback {where} ORDER BY created_at DESC, trace_id LIMIT ?",
+                (*args, max(1, min(limit, MAX_LIST))),
+            ).fetchall()
+        return [Feedback(*row) for row in rows]
