@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from gateway.deps import Clients
@@ -31,7 +31,9 @@ async def give_feedback(body: FeedbackRequest, upstreams: Clients) -> dict[str, 
 
 
 @router.get("/v1/feedback")
-async def list_feedback(upstreams: Clients, limit: int = 50, library: str = "") -> dict[str, Any]:
+async def list_feedback(
+    upstreams: Clients, limit: Annotated[int, Query(ge=1, le=1000)] = 50, library: str = ""
+) -> dict[str, Any]:
     """The feedback given, newest first, optionally one library's (admins)."""
-    found = await upstreams.agent.list_feedback(max(1, min(limit, 1000)), library)
+    found = await upstreams.agent.list_feedback(limit, library)
     return {"feedback": [asdict(f) for f in found]}

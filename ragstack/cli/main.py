@@ -744,7 +744,9 @@ def feedback_group() -> None:
 
 
 @feedback_group.command(name="list")
-@click.option("-n", "--limit", default=50, show_default=True, help="Newest shown (at most 1,000).")
+@click.option(
+    "-n", "--limit", default=50, show_default=True, type=click.IntRange(1, 1000), help="Newest shown."
+)
 @click.option("-l", "--library", default="", help="Only this library's (default: every library).")
 @click.option("--json", "as_json", is_flag=True, help="Print them as JSON, one object per line.")
 @click.pass_context
@@ -760,7 +762,7 @@ def feedback_list(ctx: click.Context, limit: int, library: str, as_json: bool) -
     async def listed() -> list[Any]:
         async with connect(cfg, needed=("agent",), start=("agent",)) as session:
             client = AgentClient(session.channels["agent"], cfg.deadlines.agent_s)
-            return await client.list_feedback(max(1, min(limit, 1000)), library)
+            return await client.list_feedback(limit, library)
 
     for f in _run(listed()):
         if as_json:

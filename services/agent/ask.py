@@ -18,7 +18,7 @@ from ragstack.errors import InvalidArgument, TraceNotFound
 from ragstack.query_trace import QueryTrace
 from ragstack.telemetry import REQUEST_ID, current_trace_id
 from ragstack.traces import TraceStore
-from services.agent.feedback import FeedbackStore, check_feedback
+from services.agent.feedback import FeedbackStore
 from services.agent.grading import Grader
 from services.agent.ports import LLMPort, RetrieverPort, VerifierPort
 from services.agent.query import Query
@@ -162,8 +162,8 @@ class Agent:
         return self._sessions.list(limit, owner) if self._sessions is not None else []
 
     def give_feedback(self, trace_id: str, rating: str, comment: str) -> d.Feedback:
-        """The caller's verdict on one of its answers; another's trace reads as unknown."""
-        check_feedback(rating, comment)
+        """The caller's verdict on one of its answers (the store checks it); another's trace reads
+        as unknown."""
         if self._feedback is None:
             raise InvalidArgument("this agent keeps no feedback")
         answered = self.trace(trace_id)

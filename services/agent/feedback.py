@@ -25,7 +25,7 @@ CREATE INDEX IF NOT EXISTS feedback_created ON feedback (created_at);
 _COLUMNS = "trace_id, rating, comment, principal, question, library, created_at"
 
 
-def check_feedback(rating: str, comment: str) -> None:
+def _check(rating: str, comment: str) -> None:
     if rating not in RATINGS:
         raise InvalidArgument(f"rating {rating[:20]!r} is not one of {', '.join(RATINGS)}")
     if len(comment) > MAX_COMMENT:
@@ -39,7 +39,7 @@ class FeedbackStore:
 
     def put(self, feedback: Feedback) -> Feedback:
         """Stores `feedback`, replacing what the same person said of the same answer."""
-        check_feedback(feedback.rating, feedback.comment)
+        _check(feedback.rating, feedback.comment)
         with self._lock:
             self._db.execute(
                 f"INSERT OR REPLACE INTO feedback ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",

@@ -989,6 +989,8 @@ async def test_feedback_goes_on_ones_own_answers_and_only_admins_list_it(
     ):
         r = await http.post("/v1/feedback", json=bad, headers=H["reader"])
         assert r.status_code == 422 and error_of(r)["code"] == "INVALID_ARGUMENT", r.text
+    too_many = await http.get("/v1/feedback", params={"limit": 10**12}, headers=H["admin"])
+    assert too_many.status_code == 422 and "1000" in error_of(too_many)["message"]
     listed = await http.get("/v1/feedback", params={"library": "team"}, headers=H["reader"])
     assert listed.status_code == 403 and "admin" in error_of(listed)["message"]
     mine = [
