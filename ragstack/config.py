@@ -81,6 +81,12 @@ class IngestConfig(_Strict):
     crawl_max_depth: int = Field(2, ge=0, description="Crawler: link hops from the start URL.")
     crawl_delay_s: float = Field(0.5, ge=0, description="Crawler: pause between two requests to the host.")
     graph: bool = Field(True, description="Extract entities and relations into the knowledge graph.")
+    page_pictures: bool = Field(
+        True,
+        description="Keep each PDF and where its lines lie (in LanceDB, beside the chunks: the PDF's size "
+        "again) so a citation can be shown drawn on its page (GetChunkVisual, the web UI, `ragstack "
+        "visualize`); false keeps none and those calls refuse.",
+    )
     graph_llm: bool = Field(
         True,
         description="Extract entities and summarise communities with the LLM when one is reachable (one "

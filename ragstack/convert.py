@@ -61,6 +61,22 @@ def chunk_from_pb(pb: common_pb2.Chunk) -> d.Chunk:
     return from_pb(pb, d.Chunk)
 
 
+def region_to_pb(region: d.ChunkRegion) -> retrieve_pb2.ChunkRegion:
+    return to_pb(region, retrieve_pb2.ChunkRegion)
+
+
+def region_from_pb(pb: retrieve_pb2.ChunkRegion) -> d.ChunkRegion:
+    return from_pb(pb, d.ChunkRegion)
+
+
+def visual_to_pb(visual: d.ChunkVisual) -> retrieve_pb2.GetChunkVisualResponse:
+    return to_pb(visual, retrieve_pb2.GetChunkVisualResponse)
+
+
+def visual_from_pb(pb: retrieve_pb2.GetChunkVisualResponse) -> d.ChunkVisual:
+    return from_pb(pb, d.ChunkVisual)
+
+
 def hit_to_pb(hit: d.SearchHit) -> common_pb2.SearchHit:
     return common_pb2.SearchHit(
         chunk=chunk_to_pb(hit.chunk),

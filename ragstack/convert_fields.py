@@ -48,8 +48,8 @@ def from_pb(pb: Message, cls: type[T], **given: Any) -> T:
         origin, args = typing.get_origin(hint), typing.get_args(hint)
         if _message_of(fields[name]) is None:
             values[name] = origin(value) if origin in (tuple, list, dict) else value
-        elif origin is list:
-            values[name] = [from_pb(v, args[0]) for v in value]
+        elif origin in (list, tuple):  # tuple[X, ...]: args[0] is X too
+            values[name] = origin(from_pb(v, args[0]) for v in value)
         elif pb.HasField(name):
             values[name] = from_pb(value, next(a for a in args if a is not type(None)) if args else hint)
     return cls(**values)

@@ -66,6 +66,28 @@ class Chunk:
 
 
 @dataclass(frozen=True)
+class ChunkRegion:
+    """Where (part of) a chunk lies on a page of its PDF: fractions of the page, origin top left."""
+
+    page: int
+    left: float
+    top: float
+    right: float
+    bottom: float
+
+
+@dataclass(frozen=True)
+class ChunkVisual:
+    """A chunk's page as a PNG picture, its regions drawn (GetChunkVisual)."""
+
+    png: bytes
+    page: int
+    regions: tuple[ChunkRegion, ...]
+    width: int
+    height: int
+
+
+@dataclass(frozen=True)
 class PageText:
     """A whole page (or, for a format without pages, the whole document as page 0) for the lexical
     index, so terms that chunking put in different chunks still meet."""

@@ -39,6 +39,10 @@ class UnsupportedFormat(InvalidArgument):
     pass
 
 
+class FailedPrecondition(RagstackError):
+    code = "FAILED_PRECONDITION"
+
+
 class ResourceExhausted(RagstackError):
     code = "RESOURCE_EXHAUSTED"
 

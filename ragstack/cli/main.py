@@ -602,6 +602,35 @@ def graph_export_cmd(ctx: click.Context, out: Path, library: str) -> None:
     click.echo(f"wrote {nodes} entities and {edges} relations to {out}")
 
 
+@cli.command()
+@click.argument("chunk_id")
+@click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-l", "--library", default="", help="Library (default from config).")
+@click.option("-p", "--page", default=0, help="One of the chunk's pages (default: its first).")
+@click.option("-w", "--width", default=0, help="Pixels wide, 100 to 2,000 (default 1,000).")
+@click.pass_context
+def visualize(ctx: click.Context, chunk_id: str, out: Path, library: str, page: int, width: int) -> None:
+    """Draw CHUNK_ID (a citation's chunk, from a PDF) where it stands: its page as a PNG in OUT,
+    the chunk's region outlined (the picture GET /v1/chunks/{id}/visual serves)."""
+    from ragstack.cli.session import connect
+    from ragstack.domain import ChunkVisual
+    from ragstack.rpc.clients import RetrieveClient
+
+    cfg = _config(ctx)
+
+    async def draw() -> ChunkVisual:
+        async with connect(cfg, needed=("retrieve",), start=("retrieve",)) as session:
+            client = RetrieveClient(session.channels["retrieve"], cfg.deadlines.retrieve_s)
+            return await client.chunk_visual(chunk_id, library, page, width)
+
+    visual = _run(draw())
+    out.write_bytes(visual.png)
+    click.echo(
+        f"wrote page {visual.page} ({visual.width}x{visual.height}) to {out}, "
+        f"{len(visual.regions)} region(s) drawn"
+    )
+
+
 @cli.group(name="db")
 def db_group() -> None:
     """Databases a library answers aggregate questions from (read-only, parsed SQL)."""

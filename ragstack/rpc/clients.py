@@ -44,6 +44,7 @@ _IDEMPOTENT = [
     {"service": GRPC_SERVICES["retrieve"], "method": "ListDatabases"},
     {"service": GRPC_SERVICES["retrieve"], "method": "Sql"},  # read-only by construction
     {"service": GRPC_SERVICES["retrieve"], "method": "GetChunk"},
+    {"service": GRPC_SERVICES["retrieve"], "method": "GetChunkVisual"},
     {"service": GRPC_SERVICES["retrieve"], "method": "GetGraph"},  # retried before its first page only
     {"service": GRPC_SERVICES["verify"], "method": "Verify"},
     {"service": GRPC_SERVICES["ingest"], "method": "ListDocuments"},
@@ -178,12 +179,25 @@ class RetrieveClient:
         return [convert.hit_from_pb(h) for h in resp.hits], convert.mode_from_pb(resp.mode)
 
     async def get_chunk(self, chunk_id: str, library: str = "") -> d.Chunk:
+        return (await self.locate_chunk(chunk_id, library))[0]
+
+    async def locate_chunk(
+        self, chunk_id: str, library: str = ""
+    ) -> tuple[d.Chunk, tuple[d.ChunkRegion, ...]]:
+        """The chunk, and where it lies on its PDF's pages (none for other formats)."""
         resp = await _unary(
             self._stub.GetChunk,
             retrieve_pb2.GetChunkRequest(chunk_id=chunk_id, library=library),
             self._deadline,
         )
-        return convert.chunk_from_pb(resp.chunk)
+        return convert.chunk_from_pb(resp.chunk), tuple(convert.region_from_pb(r) for r in resp.regions)
+
+    async def chunk_visual(
+        self, chunk_id: str, library: str = "", page: int = 0, width: int = 0
+    ) -> d.ChunkVisual:
+        """The chunk's page (its first when `page` is 0) as a PNG picture with its regions drawn."""
+        req = retrieve_pb2.GetChunkVisualRequest(chunk_id=chunk_id, library=library, page=page, width=width)
+        return convert.visual_from_pb(await _unary(self._stub.GetChunkVisual, req, self._deadline))
 
     async def graph(self, library: str = "") -> d.GraphView:
         """The library's knowledge graph as this caller may see it (all its pages)."""

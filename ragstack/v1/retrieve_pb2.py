@@ -26,45 +26,51 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from ragstack.v1 import common_pb2 as ragstack_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aragstack/v1/retrieve.proto\x12\x0bragstack.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x18ragstack/v1/common.proto\"\"\n\x0fGetGraphRequest\x12\x0f\n\x07library\x18\x01 \x01(\t\"\xbd\x01\n\x10GetGraphResponse\x12*\n\x08\x65ntities\x18\x01 \x03(\x0b\x32\x18.ragstack.v1.GraphEntity\x12-\n\trelations\x18\x02 \x03(\x0b\x32\x1a.ragstack.v1.GraphRelation\x12\x30\n\x0b\x63ommunities\x18\x03 \x03(\x0b\x32\x1b.ragstack.v1.GraphCommunity\x12\x1c\n\x14\x63hunks_with_entities\x18\x04 \x01(\x05\"I\n\x0bGraphEntity\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x11\n\tchunk_ids\x18\x04 \x03(\t\"`\n\rGraphRelation\x12\x0e\n\x06source\x18\x01 \x01(\t\x12\x0e\n\x06target\x18\x02 \x01(\t\x12\x0e\n\x06weight\x18\x03 \x01(\x01\x12\r\n\x05label\x18\x04 \x01(\t\x12\x10\n\x08\x65vidence\x18\x05 \x01(\t\"q\n\x0eGraphCommunity\x12\x14\n\x0c\x63ommunity_id\x18\x01 \x01(\t\x12\x0f\n\x07members\x18\x02 \x03(\t\x12\x0f\n\x07summary\x18\x03 \x01(\t\x12\x11\n\tchunk_ids\x18\x04 \x03(\t\x12\x14\n\x0c\x64ocument_ids\x18\x05 \x03(\t\"4\n\x0fGetChunkRequest\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x0f\n\x07library\x18\x02 \x01(\t\"5\n\x10GetChunkResponse\x12!\n\x05\x63hunk\x18\x01 \x01(\x0b\x32\x12.ragstack.v1.Chunk\"9\n\x14ListDatabasesRequest\x12\x0f\n\x07library\x18\x01 \x01(\t\x12\x10\n\x08question\x18\x02 \x01(\t\"A\n\x15ListDatabasesResponse\x12(\n\tdatabases\x18\x01 \x03(\x0b\x32\x15.ragstack.v1.Database\"N\n\nSqlRequest\x12\x0f\n\x07library\x18\x01 \x01(\t\x12\x10\n\x08\x64\x61tabase\x18\x02 \x01(\t\x12\x0b\n\x03sql\x18\x03 \x01(\t\x12\x10\n\x08max_rows\x18\x04 \x01(\x05\"\x9c\x01\n\x0bSqlResponse\x12\x10\n\x08\x64\x61tabase\x18\x01 \x01(\t\x12\x0f\n\x07\x64ialect\x18\x02 \x01(\t\x12\x0b\n\x03sql\x18\x03 \x01(\t\x12\x0f\n\x07\x63olumns\x18\x04 \x03(\t\x12(\n\x04rows\x18\x05 \x03(\x0b\x32\x1a.google.protobuf.ListValue\x12\x11\n\ttruncated\x18\x06 \x01(\x08\x12\x0f\n\x07took_ms\x18\x07 \x01(\x02\",\n\x0cScoreRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\r\n\x05texts\x18\x02 \x03(\t\"/\n\rScoreResponse\x12\x0e\n\x06scores\x18\x01 \x03(\x02\x12\x0e\n\x06scorer\x18\x02 \x01(\t\"\xda\x01\n\rSearchRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x0f\n\x07library\x18\x02 \x01(\t\x12\r\n\x05top_k\x18\x03 \x01(\x05\x12%\n\x04mode\x18\x04 \x01(\x0e\x32\x17.ragstack.v1.SearchMode\x12\x14\n\x0c\x64ocument_ids\x18\x05 \x03(\t\x12\x13\n\x0bmedia_types\x18\x06 \x03(\t\x12\x16\n\x0eheading_prefix\x18\x07 \x03(\t\x12\x18\n\x10max_per_document\x18\x08 \x01(\x05\x12\x16\n\x0e\x65xpand_context\x18\t \x01(\x08\"\x9e\x01\n\x0eSearchResponse\x12$\n\x04hits\x18\x01 \x03(\x0b\x32\x16.ragstack.v1.SearchHit\x12%\n\x04mode\x18\x02 \x01(\x0e\x32\x17.ragstack.v1.SearchMode\x12\x0f\n\x07took_ms\x18\x03 \x01(\x02\x12.\n\x0b\x63ommunities\x18\x04 \x03(\x0b\x32\x19.ragstack.v1.CommunityHit\"i\n\x0c\x43ommunityHit\x12\x14\n\x0c\x63ommunity_id\x18\x01 \x01(\t\x12\x0f\n\x07summary\x18\x02 \x01(\t\x12\r\n\x05score\x18\x03 \x01(\x02\x12\x10\n\x08\x65ntities\x18\x04 \x03(\t\x12\x11\n\tchunk_ids\x18\x05 \x03(\t2\xba\x03\n\x0fRetrieveService\x12\x41\n\x06Search\x12\x1a.ragstack.v1.SearchRequest\x1a\x1b.ragstack.v1.SearchResponse\x12>\n\x05Score\x12\x19.ragstack.v1.ScoreRequest\x1a\x1a.ragstack.v1.ScoreResponse\x12V\n\rListDatabases\x12!.ragstack.v1.ListDatabasesRequest\x1a\".ragstack.v1.ListDatabasesResponse\x12\x38\n\x03Sql\x12\x17.ragstack.v1.SqlRequest\x1a\x18.ragstack.v1.SqlResponse\x12G\n\x08GetChunk\x12\x1c.ragstack.v1.GetChunkRequest\x1a\x1d.ragstack.v1.GetChunkResponse\x12I\n\x08GetGraph\x12\x1c.ragstack.v1.GetGraphRequest\x1a\x1d.ragstack.v1.GetGraphResponse0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aragstack/v1/retrieve.proto\x12\x0bragstack.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x18ragstack/v1/common.proto\"W\n\x15GetChunkVisualRequest\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x0f\n\x07library\x18\x02 \x01(\t\x12\x0c\n\x04page\x18\x03 \x01(\x05\x12\r\n\x05width\x18\x04 \x01(\x05\"}\n\x16GetChunkVisualResponse\x12\x0b\n\x03png\x18\x01 \x01(\x0c\x12\x0c\n\x04page\x18\x02 \x01(\x05\x12)\n\x07regions\x18\x03 \x03(\x0b\x32\x18.ragstack.v1.ChunkRegion\x12\r\n\x05width\x18\x04 \x01(\x05\x12\x0e\n\x06height\x18\x05 \x01(\x05\"U\n\x0b\x43hunkRegion\x12\x0c\n\x04page\x18\x01 \x01(\x05\x12\x0c\n\x04left\x18\x02 \x01(\x02\x12\x0b\n\x03top\x18\x03 \x01(\x02\x12\r\n\x05right\x18\x04 \x01(\x02\x12\x0e\n\x06\x62ottom\x18\x05 \x01(\x02\"\"\n\x0fGetGraphRequest\x12\x0f\n\x07library\x18\x01 \x01(\t\"\xbd\x01\n\x10GetGraphResponse\x12*\n\x08\x65ntities\x18\x01 \x03(\x0b\x32\x18.ragstack.v1.GraphEntity\x12-\n\trelations\x18\x02 \x03(\x0b\x32\x1a.ragstack.v1.GraphRelation\x12\x30\n\x0b\x63ommunities\x18\x03 \x03(\x0b\x32\x1b.ragstack.v1.GraphCommunity\x12\x1c\n\x14\x63hunks_with_entities\x18\x04 \x01(\x05\"I\n\x0bGraphEntity\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x11\n\tchunk_ids\x18\x04 \x03(\t\"`\n\rGraphRelation\x12\x0e\n\x06source\x18\x01 \x01(\t\x12\x0e\n\x06target\x18\x02 \x01(\t\x12\x0e\n\x06weight\x18\x03 \x01(\x01\x12\r\n\x05label\x18\x04 \x01(\t\x12\x10\n\x08\x65vidence\x18\x05 \x01(\t\"q\n\x0eGraphCommunity\x12\x14\n\x0c\x63ommunity_id\x18\x01 \x01(\t\x12\x0f\n\x07members\x18\x02 \x03(\t\x12\x0f\n\x07summary\x18\x03 \x01(\t\x12\x11\n\tchunk_ids\x18\x04 \x03(\t\x12\x14\n\x0c\x64ocument_ids\x18\x05 \x03(\t\"4\n\x0fGetChunkRequest\x12\x10\n\x08\x63hunk_id\x18\x01 \x01(\t\x12\x0f\n\x07library\x18\x02 \x01(\t\"`\n\x10GetChunkResponse\x12!\n\x05\x63hunk\x18\x01 \x01(\x0b\x32\x12.ragstack.v1.Chunk\x12)\n\x07regions\x18\x02 \x03(\x0b\x32\x18.ragstack.v1.ChunkRegion\"9\n\x14ListDatabasesRequest\x12\x0f\n\x07library\x18\x01 \x01(\t\x12\x10\n\x08question\x18\x02 \x01(\t\"A\n\x15ListDatabasesResponse\x12(\n\tdatabases\x18\x01 \x03(\x0b\x32\x15.ragstack.v1.Database\"N\n\nSqlRequest\x12\x0f\n\x07library\x18\x01 \x01(\t\x12\x10\n\x08\x64\x61tabase\x18\x02 \x01(\t\x12\x0b\n\x03sql\x18\x03 \x01(\t\x12\x10\n\x08max_rows\x18\x04 \x01(\x05\"\x9c\x01\n\x0bSqlResponse\x12\x10\n\x08\x64\x61tabase\x18\x01 \x01(\t\x12\x0f\n\x07\x64ialect\x18\x02 \x01(\t\x12\x0b\n\x03sql\x18\x03 \x01(\t\x12\x0f\n\x07\x63olumns\x18\x04 \x03(\t\x12(\n\x04rows\x18\x05 \x03(\x0b\x32\x1a.google.protobuf.ListValue\x12\x11\n\ttruncated\x18\x06 \x01(\x08\x12\x0f\n\x07took_ms\x18\x07 \x01(\x02\",\n\x0cScoreRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\r\n\x05texts\x18\x02 \x03(\t\"/\n\rScoreResponse\x12\x0e\n\x06scores\x18\x01 \x03(\x02\x12\x0e\n\x06scorer\x18\x02 \x01(\t\"\xda\x01\n\rSearchRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\x0f\n\x07library\x18\x02 \x01(\t\x12\r\n\x05top_k\x18\x03 \x01(\x05\x12%\n\x04mode\x18\x04 \x01(\x0e\x32\x17.ragstack.v1.SearchMode\x12\x14\n\x0c\x64ocument_ids\x18\x05 \x03(\t\x12\x13\n\x0bmedia_types\x18\x06 \x03(\t\x12\x16\n\x0eheading_prefix\x18\x07 \x03(\t\x12\x18\n\x10max_per_document\x18\x08 \x01(\x05\x12\x16\n\x0e\x65xpand_context\x18\t \x01(\x08\"\x9e\x01\n\x0eSearchResponse\x12$\n\x04hits\x18\x01 \x03(\x0b\x32\x16.ragstack.v1.SearchHit\x12%\n\x04mode\x18\x02 \x01(\x0e\x32\x17.ragstack.v1.SearchMode\x12\x0f\n\x07took_ms\x18\x03 \x01(\x02\x12.\n\x0b\x63ommunities\x18\x04 \x03(\x0b\x32\x19.ragstack.v1.CommunityHit\"i\n\x0c\x43ommunityHit\x12\x14\n\x0c\x63ommunity_id\x18\x01 \x01(\t\x12\x0f\n\x07summary\x18\x02 \x01(\t\x12\r\n\x05score\x18\x03 \x01(\x02\x12\x10\n\x08\x65ntities\x18\x04 \x03(\t\x12\x11\n\tchunk_ids\x18\x05 \x03(\t2\x95\x04\n\x0fRetrieveService\x12\x41\n\x06Search\x12\x1a.ragstack.v1.SearchRequest\x1a\x1b.ragstack.v1.SearchResponse\x12>\n\x05Score\x12\x19.ragstack.v1.ScoreRequest\x1a\x1a.ragstack.v1.ScoreResponse\x12V\n\rListDatabases\x12!.ragstack.v1.ListDatabasesRequest\x1a\".ragstack.v1.ListDatabasesResponse\x12\x38\n\x03Sql\x12\x17.ragstack.v1.SqlRequest\x1a\x18.ragstack.v1.SqlResponse\x12G\n\x08GetChunk\x12\x1c.ragstack.v1.GetChunkRequest\x1a\x1d.ragstack.v1.GetChunkResponse\x12I\n\x08GetGraph\x12\x1c.ragstack.v1.GetGraphRequest\x1a\x1d.ragstack.v1.GetGraphResponse0\x01\x12Y\n\x0eGetChunkVisual\x12\".ragstack.v1.GetChunkVisualRequest\x1a#.ragstack.v1.GetChunkVisualResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ragstack.v1.retrieve_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_GETGRAPHREQUEST']._serialized_start=99
-  _globals['_GETGRAPHREQUEST']._serialized_end=133
-  _globals['_GETGRAPHRESPONSE']._serialized_start=136
-  _globals['_GETGRAPHRESPONSE']._serialized_end=325
-  _globals['_GRAPHENTITY']._serialized_start=327
-  _globals['_GRAPHENTITY']._serialized_end=400
-  _globals['_GRAPHRELATION']._serialized_start=402
-  _globals['_GRAPHRELATION']._serialized_end=498
-  _globals['_GRAPHCOMMUNITY']._serialized_start=500
-  _globals['_GRAPHCOMMUNITY']._serialized_end=613
-  _globals['_GETCHUNKREQUEST']._serialized_start=615
-  _globals['_GETCHUNKREQUEST']._serialized_end=667
-  _globals['_GETCHUNKRESPONSE']._serialized_start=669
-  _globals['_GETCHUNKRESPONSE']._serialized_end=722
-  _globals['_LISTDATABASESREQUEST']._serialized_start=724
-  _globals['_LISTDATABASESREQUEST']._serialized_end=781
-  _globals['_LISTDATABASESRESPONSE']._serialized_start=783
-  _globals['_LISTDATABASESRESPONSE']._serialized_end=848
-  _globals['_SQLREQUEST']._serialized_start=850
-  _globals['_SQLREQUEST']._serialized_end=928
-  _globals['_SQLRESPONSE']._serialized_start=931
-  _globals['_SQLRESPONSE']._serialized_end=1087
-  _globals['_SCOREREQUEST']._serialized_start=1089
-  _globals['_SCOREREQUEST']._serialized_end=1133
-  _globals['_SCORERESPONSE']._serialized_start=1135
-  _globals['_SCORERESPONSE']._serialized_end=1182
-  _globals['_SEARCHREQUEST']._serialized_start=1185
-  _globals['_SEARCHREQUEST']._serialized_end=1403
-  _globals['_SEARCHRESPONSE']._serialized_start=1406
-  _globals['_SEARCHRESPONSE']._serialized_end=1564
-  _globals['_COMMUNITYHIT']._serialized_start=1566
-  _globals['_COMMUNITYHIT']._serialized_end=1671
-  _globals['_RETRIEVESERVICE']._serialized_start=1674
-  _globals['_RETRIEVESERVICE']._serialized_end=2116
+  _globals['_GETCHUNKVISUALREQUEST']._serialized_start=99
+  _globals['_GETCHUNKVISUALREQUEST']._serialized_end=186
+  _globals['_GETCHUNKVISUALRESPONSE']._serialized_start=188
+  _globals['_GETCHUNKVISUALRESPONSE']._serialized_end=313
+  _globals['_CHUNKREGION']._serialized_start=315
+  _globals['_CHUNKREGION']._serialized_end=400
+  _globals['_GETGRAPHREQUEST']._serialized_start=402
+  _globals['_GETGRAPHREQUEST']._serialized_end=436
+  _globals['_GETGRAPHRESPONSE']._serialized_start=439
+  _globals['_GETGRAPHRESPONSE']._serialized_end=628
+  _globals['_GRAPHENTITY']._serialized_start=630
+  _globals['_GRAPHENTITY']._serialized_end=703
+  _globals['_GRAPHRELATION']._serialized_start=705
+  _globals['_GRAPHRELATION']._serialized_end=801
+  _globals['_GRAPHCOMMUNITY']._serialized_start=803
+  _globals['_GRAPHCOMMUNITY']._serialized_end=916
+  _globals['_GETCHUNKREQUEST']._serialized_start=918
+  _globals['_GETCHUNKREQUEST']._serialized_end=970
+  _globals['_GETCHUNKRESPONSE']._serialized_start=972
+  _globals['_GETCHUNKRESPONSE']._serialized_end=1068
+  _globals['_LISTDATABASESREQUEST']._serialized_start=1070
+  _globals['_LISTDATABASESREQUEST']._serialized_end=1127
+  _globals['_LISTDATABASESRESPONSE']._serialized_start=1129
+  _globals['_LISTDATABASESRESPONSE']._serialized_end=1194
+  _globals['_SQLREQUEST']._serialized_start=1196
+  _globals['_SQLREQUEST']._serialized_end=1274
+  _globals['_SQLRESPONSE']._serialized_start=1277
+  _globals['_SQLRESPONSE']._serialized_end=1433
+  _globals['_SCOREREQUEST']._serialized_start=1435
+  _globals['_SCOREREQUEST']._serialized_end=1479
+  _globals['_SCORERESPONSE']._serialized_start=1481
+  _globals['_SCORERESPONSE']._serialized_end=1528
+  _globals['_SEARCHREQUEST']._serialized_start=1531
+  _globals['_SEARCHREQUEST']._serialized_end=1749
+  _globals['_SEARCHRESPONSE']._serialized_start=1752
+  _globals['_SEARCHRESPONSE']._serialized_end=1910
+  _globals['_COMMUNITYHIT']._serialized_start=1912
+  _globals['_COMMUNITYHIT']._serialized_end=2017
+  _globals['_RETRIEVESERVICE']._serialized_start=2020
+  _globals['_RETRIEVESERVICE']._serialized_end=2553
 # @@protoc_insertion_point(module_scope)

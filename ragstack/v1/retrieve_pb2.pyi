@@ -8,6 +8,46 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class GetChunkVisualRequest(_message.Message):
+    __slots__ = ("chunk_id", "library", "page", "width")
+    CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
+    LIBRARY_FIELD_NUMBER: _ClassVar[int]
+    PAGE_FIELD_NUMBER: _ClassVar[int]
+    WIDTH_FIELD_NUMBER: _ClassVar[int]
+    chunk_id: str
+    library: str
+    page: int
+    width: int
+    def __init__(self, chunk_id: _Optional[str] = ..., library: _Optional[str] = ..., page: _Optional[int] = ..., width: _Optional[int] = ...) -> None: ...
+
+class GetChunkVisualResponse(_message.Message):
+    __slots__ = ("png", "page", "regions", "width", "height")
+    PNG_FIELD_NUMBER: _ClassVar[int]
+    PAGE_FIELD_NUMBER: _ClassVar[int]
+    REGIONS_FIELD_NUMBER: _ClassVar[int]
+    WIDTH_FIELD_NUMBER: _ClassVar[int]
+    HEIGHT_FIELD_NUMBER: _ClassVar[int]
+    png: bytes
+    page: int
+    regions: _containers.RepeatedCompositeFieldContainer[ChunkRegion]
+    width: int
+    height: int
+    def __init__(self, png: _Optional[bytes] = ..., page: _Optional[int] = ..., regions: _Optional[_Iterable[_Union[ChunkRegion, _Mapping]]] = ..., width: _Optional[int] = ..., height: _Optional[int] = ...) -> None: ...
+
+class ChunkRegion(_message.Message):
+    __slots__ = ("page", "left", "top", "right", "bottom")
+    PAGE_FIELD_NUMBER: _ClassVar[int]
+    LEFT_FIELD_NUMBER: _ClassVar[int]
+    TOP_FIELD_NUMBER: _ClassVar[int]
+    RIGHT_FIELD_NUMBER: _ClassVar[int]
+    BOTTOM_FIELD_NUMBER: _ClassVar[int]
+    page: int
+    left: float
+    top: float
+    right: float
+    bottom: float
+    def __init__(self, page: _Optional[int] = ..., left: _Optional[float] = ..., top: _Optional[float] = ..., right: _Optional[float] = ..., bottom: _Optional[float] = ...) -> None: ...
+
 class GetGraphRequest(_message.Message):
     __slots__ = ("library",)
     LIBRARY_FIELD_NUMBER: _ClassVar[int]
@@ -75,10 +115,12 @@ class GetChunkRequest(_message.Message):
     def __init__(self, chunk_id: _Optional[str] = ..., library: _Optional[str] = ...) -> None: ...
 
 class GetChunkResponse(_message.Message):
-    __slots__ = ("chunk",)
+    __slots__ = ("chunk", "regions")
     CHUNK_FIELD_NUMBER: _ClassVar[int]
+    REGIONS_FIELD_NUMBER: _ClassVar[int]
     chunk: _common_pb2.Chunk
-    def __init__(self, chunk: _Optional[_Union[_common_pb2.Chunk, _Mapping]] = ...) -> None: ...
+    regions: _containers.RepeatedCompositeFieldContainer[ChunkRegion]
+    def __init__(self, chunk: _Optional[_Union[_common_pb2.Chunk, _Mapping]] = ..., regions: _Optional[_Iterable[_Union[ChunkRegion, _Mapping]]] = ...) -> None: ...
 
 class ListDatabasesRequest(_message.Message):
     __slots__ = ("library", "question")

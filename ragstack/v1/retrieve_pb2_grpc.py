@@ -65,6 +65,11 @@ class RetrieveServiceStub:
                 request_serializer=ragstack_dot_v1_dot_retrieve__pb2.GetGraphRequest.SerializeToString,
                 response_deserializer=ragstack_dot_v1_dot_retrieve__pb2.GetGraphResponse.FromString,
                 _registered_method=True)
+        self.GetChunkVisual = channel.unary_unary(
+                '/ragstack.v1.RetrieveService/GetChunkVisual',
+                request_serializer=ragstack_dot_v1_dot_retrieve__pb2.GetChunkVisualRequest.SerializeToString,
+                response_deserializer=ragstack_dot_v1_dot_retrieve__pb2.GetChunkVisualResponse.FromString,
+                _registered_method=True)
 
 
 class RetrieveServiceServicer:
@@ -131,6 +136,18 @@ class RetrieveServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetChunkVisual(self, request, context):
+        """A chunk's page as a picture, the chunk's region drawn on it: what a reader opens to see a
+        citation where it stands. Only chunks of PDFs have pictures (ingest keeps a PDF and the
+        positions of its lines).
+        Errors: NOT_FOUND as for GetChunk; FAILED_PRECONDITION for a chunk of another format, or of
+        a PDF indexed before pictures were kept (ingest it again); INVALID_ARGUMENT for a page the
+        chunk is not on, or a width out of range.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RetrieveServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -163,6 +180,11 @@ def add_RetrieveServiceServicer_to_server(servicer, server):
                     servicer.GetGraph,
                     request_deserializer=ragstack_dot_v1_dot_retrieve__pb2.GetGraphRequest.FromString,
                     response_serializer=ragstack_dot_v1_dot_retrieve__pb2.GetGraphResponse.SerializeToString,
+            ),
+            'GetChunkVisual': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetChunkVisual,
+                    request_deserializer=ragstack_dot_v1_dot_retrieve__pb2.GetChunkVisualRequest.FromString,
+                    response_serializer=ragstack_dot_v1_dot_retrieve__pb2.GetChunkVisualResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -328,6 +350,33 @@ class RetrieveService:
             '/ragstack.v1.RetrieveService/GetGraph',
             ragstack_dot_v1_dot_retrieve__pb2.GetGraphRequest.SerializeToString,
             ragstack_dot_v1_dot_retrieve__pb2.GetGraphResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetChunkVisual(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragstack.v1.RetrieveService/GetChunkVisual',
+            ragstack_dot_v1_dot_retrieve__pb2.GetChunkVisualRequest.SerializeToString,
+            ragstack_dot_v1_dot_retrieve__pb2.GetChunkVisualResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -15,6 +15,7 @@ from ragstack.stores.graph import GraphStore
 from ragstack.stores.layout import check_layout
 from ragstack.stores.lexical import LexicalStore
 from ragstack.stores.lexical_snapshots import SnapshotPublisher, open_store
+from ragstack.stores.originals import Originals
 from ragstack.stores.snapshots import StoreLifecycle
 from ragstack.stores.vectors import VectorStore
 from services.ingest.budgets import Budgets
@@ -75,6 +76,8 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         enricher=enricher,
         budgets=budgets,
         parser=parser,
+        originals=Originals(vectors.connection(), writer=True),
+        page_pictures=cfg.ingest.page_pictures,
     )
 
     lifecycle = StoreLifecycle(cfg.data_dir, catalog, vectors, lexical, graph_store)

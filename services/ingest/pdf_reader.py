@@ -18,8 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ragstack import extras
+from ragstack import extras, page_layout
 from ragstack.errors import UnsupportedFormat
+from ragstack.page_layout import PageLayout
 from services.ingest import ocr
 from services.ingest.budgets import Budgets
 from services.ingest.chunker import page_marker
@@ -53,8 +54,9 @@ def _converter() -> Any:
     )
 
 
-def lines(name: str, data: bytes) -> tuple[list[Line], int]:
-    """The text lines of every page, in the parser's order, and the page count."""
+def lines(name: str, data: bytes) -> tuple[list[Line], dict[int, tuple[float, float]]]:
+    """The text lines of every page, in the parser's order, and each page's (width, height) in
+    points (their count is the page count)."""
     from docling.datamodel.base_models import DocumentStream
 
     try:
@@ -75,7 +77,7 @@ def lines(name: str, data: bytes) -> tuple[list[Line], int]:
         box = prov.bbox
         top, bottom = max(box.t, box.b), min(box.t, box.b)
         out.append(Line(prov.page_no, text, top - bottom, top, bottom, box.l, box.r))
-    return out, len(doc.pages)
+    return out, {int(no): (float(p.size.width), float(p.size.height)) for no, p in doc.pages.items()}
 
 
 OCR_SCALE = 2.0  # render at 144 dpi for OCR
@@ -281,10 +283,11 @@ def page_count(data: bytes) -> int:
         pdf.close()
 
 
-def convert(name: str, data: bytes, budgets: Budgets) -> tuple[str, str]:
-    """(markdown with page markers, title: the first heading) of a PDF with a text layer."""
+def convert(name: str, data: bytes, budgets: Budgets) -> tuple[str, str, PageLayout]:
+    """(markdown with page markers, title: the first heading, where its lines lie) of a PDF."""
     budgets.check_pages(page_count(data))  # before the parser reads every page
-    found, pages = lines(name, data)
+    found, sizes = lines(name, data)
+    pages = len(sizes)
     with_text = {line.page for line in found}
     missing = [p for p in range(1, pages + 1) if p not in with_text]
     if missing:
@@ -293,7 +296,17 @@ def convert(name: str, data: bytes, budgets: Budgets) -> tuple[str, str]:
         raise UnsupportedFormat(f"no text found on any of its {pages} pages, even by OCR")
     markdown = to_markdown(found, pages)
     title = next((ln.lstrip("# ").strip() for ln in markdown.splitlines() if ln.startswith("#")), "")
-    return markdown, title
+    return markdown, title, _layout(found, sizes)
+
+
+def _layout(found: list[Line], sizes: dict[int, tuple[float, float]]) -> PageLayout:
+    return PageLayout(
+        tuple(
+            page_layout.box(ln.page, sizes[ln.page], ln.left, ln.top, ln.right, ln.bottom, ln.text)
+            for ln in found
+            if ln.page in sizes
+        )
+    )
 
 
 def image_markdown(data: bytes, budgets: Budgets) -> str:

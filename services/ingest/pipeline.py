@@ -44,6 +44,7 @@ from ragstack.domain import (
 from ragstack.errors import DocumentNotFound, InvalidArgument, PermissionDenied, RagstackError
 from ragstack.knowledge_graph import EntityMention, Relation
 from ragstack.stores.catalog import Catalog
+from ragstack.stores.originals import Original, Originals
 from services.ingest import readers
 from services.ingest.ahead import Ahead
 from services.ingest.budgets import Budgets
@@ -70,6 +71,7 @@ class _Prepared:
     document: Document
     chunks: list[Chunk]
     pages: list[PageText]
+    original: Original | None = None  # a PDF kept for its pictures
 
 
 def embedding_text(chunk: Chunk) -> str:
@@ -95,9 +97,13 @@ class IngestPipeline:
         clock: Callable[[], float] = time.monotonic,
         budgets: Budgets | None = None,
         parser: ParsePool | None = None,
+        originals: Originals | None = None,
+        page_pictures: bool = True,
     ) -> None:
         """`budgets`: of one document (services/ingest/budgets.py); `parser`: the worker process
-        pool that parses the formats whose parsers can run away (in this process when None)."""
+        pool that parses the formats whose parsers can run away (in this process when None);
+        `originals`: where PDFs are kept with their lines' positions (when `page_pictures`; a
+        removed document's go in any case)."""
         self._catalog = catalog
         self._vectors = vectors
         self._lexical = lexical
@@ -115,7 +121,8 @@ class IngestPipeline:
         self._parser = parser
         # Runs go on side by side (a small ingest beside a long one); their batches, removals and
         # deletes are written one unit at a time, and the ANN build and the graph's refresh wait.
-        self._stores = UnitOfWork(catalog, vectors, lexical, graph)
+        self._keep_originals = originals is not None and page_pictures
+        self._stores = UnitOfWork(catalog, vectors, lexical, graph, originals)
         self._extract_lock = threading.Lock()  # spaCy's pipeline is not to be run by two threads
         self._stores.recover()  # a unit a crash interrupted: finished or undone before anything else
 
@@ -312,7 +319,10 @@ class IngestPipeline:
             PageText(item.document_id, library, page, text, parsed.title, parsed.media_type, groups)
             for page, text in page_texts
         ]
-        return _Prepared(index, item, document, chunks, pages)
+        original = None
+        if self._keep_originals and parsed.layout is not None:
+            original = Original(item.document_id, parsed.media_type, data, parsed.layout)
+        return _Prepared(index, item, document, chunks, pages, original)
 
     def _flush(
         self,
@@ -377,6 +387,7 @@ class IngestPipeline:
             [pg for p in batch for pg in p.pages],
             *graph,
             groups={p.item.document_id: p.document.groups for p in batch},
+            originals=[p.original for p in batch if p.original is not None],
         )
         try:
             self._stores.apply(change)

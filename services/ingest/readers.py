@@ -13,6 +13,7 @@ from pathlib import PurePath
 
 from ragstack import extras
 from ragstack.errors import UnsupportedFormat
+from ragstack.page_layout import PageLayout
 from services.ingest.budgets import Budgets
 
 MARKDOWN = {".md", ".markdown", ".mdx"}
@@ -75,6 +76,7 @@ class Parsed:
     title: str
     media_type: str
     markdown: str
+    layout: PageLayout | None = None  # a PDF's lines on its pages: where its chunks lie
 
 
 def _decode(data: bytes, name: str) -> str:
@@ -114,8 +116,8 @@ def _parse(name: str, data: bytes, kind: str, budgets: Budgets) -> Parsed:
         extras.require("docling", "reading PDF")
         from services.ingest.pdf_reader import convert as convert_pdf
 
-        markdown, title = convert_pdf(PurePath(name).name, data, budgets)
-        return Parsed(title or _title_from_name(name), "application/pdf", markdown)
+        markdown, title, layout = convert_pdf(PurePath(name).name, data, budgets)
+        return Parsed(title or _title_from_name(name), "application/pdf", markdown, layout)
     if suffix in IMAGES:
         extras.require("ocr", f"reading {suffix} images (OCR)")
         from services.ingest.pdf_reader import image_markdown

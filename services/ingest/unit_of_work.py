@@ -23,6 +23,7 @@ from ragstack.domain import Chunk, Document, PageText
 from ragstack.knowledge_graph import EntityMention, Relation
 from ragstack.stores.catalog import Catalog
 from ragstack.stores.location import table_names
+from ragstack.stores.originals import Original, Originals
 from services.ingest.graph_index import GraphIndex
 
 tracer = trace.get_tracer("ragstack.ingest")
@@ -68,6 +69,7 @@ class Change:
     mentions: Sequence[EntityMention] = ()
     relations: Sequence[Relation] = ()
     groups: Mapping[str, Sequence[str]] = field(default_factory=dict)  # document id -> ACL groups
+    originals: Sequence[Original] = ()  # the PDFs among the documents, kept for their pictures
 
     @property
     def removed(self) -> list[str]:
@@ -77,10 +79,16 @@ class Change:
 
 class UnitOfWork:
     def __init__(
-        self, catalog: Catalog, vectors: VectorWriter, lexical: LexicalWriter, graph: GraphIndex | None
+        self,
+        catalog: Catalog,
+        vectors: VectorWriter,
+        lexical: LexicalWriter,
+        graph: GraphIndex | None,
+        originals: Originals | None = None,
     ) -> None:
         self._catalog = catalog
         self._vectors = vectors
+        self._originals = originals
         self._lexical = lexical
         self._graph = graph
         # One unit at a time (the journal holds one). Hold it for any other write to these stores
@@ -116,6 +124,8 @@ class UnitOfWork:
     def _write(self, change: Change) -> None:
         library, ids = change.library, change.document_ids
         self._vectors.replace_documents(library, ids, change.chunks, change.vectors)
+        if self._originals is not None:
+            self._originals.replace_documents(library, ids, change.originals)
         if self._graph is not None:
             self._graph.write(library, ids, change.mentions, change.relations, groups=change.groups)
         self._lexical.replace_documents(library, ids, change.chunks, change.pages)

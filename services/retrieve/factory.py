@@ -12,9 +12,11 @@ from ragstack.stores.graph import GraphStore
 from ragstack.stores.layout import check_layout
 from ragstack.stores.lexical import LexicalStore
 from ragstack.stores.lexical_snapshots import SnapshotReader, open_store
+from ragstack.stores.originals import Originals
 from ragstack.stores.vectors import VectorStore
 from services.retrieve.databases import Databases
 from services.retrieve.graph_search import GraphSearch
+from services.retrieve.page_picture import ChunkPictures
 from services.retrieve.searcher import Searcher
 from services.retrieve.servicer import RetrieveServicer, register
 
@@ -76,7 +78,16 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         searcher.close()
 
     return ServiceSpec(
-        name="retrieve", register=register(RetrieveServicer(searcher, databases, cfg.library)), aclose=close
+        name="retrieve",
+        register=register(
+            RetrieveServicer(
+                searcher,
+                databases,
+                cfg.library,
+                ChunkPictures(searcher.chunk, Originals(vectors.connection())),
+            )
+        ),
+        aclose=close,
     )
 
 

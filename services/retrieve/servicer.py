@@ -11,13 +11,17 @@ from ragstack import convert
 from ragstack.domain import SearchFilter, library_name
 from ragstack.v1 import retrieve_pb2, retrieve_pb2_grpc
 from services.retrieve.databases import Databases
+from services.retrieve.page_picture import ChunkPictures
 from services.retrieve.searcher import Query, Searcher
 
 
 class RetrieveServicer(retrieve_pb2_grpc.RetrieveServiceServicer):
-    def __init__(self, searcher: Searcher, databases: Databases, default_library: str) -> None:
+    def __init__(
+        self, searcher: Searcher, databases: Databases, default_library: str, pictures: ChunkPictures
+    ) -> None:
         self._searcher = searcher
         self._databases = databases
+        self._pictures = pictures
         self._default_library = default_library
 
     async def Search(
@@ -76,7 +80,17 @@ class RetrieveServicer(retrieve_pb2_grpc.RetrieveServiceServicer):
     ) -> retrieve_pb2.GetChunkResponse:
         library = library_name(request.library, self._default_library)
         chunk = await self._searcher.chunk(library, request.chunk_id)
-        return retrieve_pb2.GetChunkResponse(chunk=convert.chunk_to_pb(chunk))
+        regions = await self._pictures.regions(chunk)
+        return retrieve_pb2.GetChunkResponse(
+            chunk=convert.chunk_to_pb(chunk), regions=[convert.region_to_pb(r) for r in regions]
+        )
+
+    async def GetChunkVisual(
+        self, request: retrieve_pb2.GetChunkVisualRequest, context: grpc.aio.ServicerContext
+    ) -> retrieve_pb2.GetChunkVisualResponse:
+        library = library_name(request.library, self._default_library)
+        visual = await self._pictures.visual(library, request.chunk_id, request.page, request.width)
+        return convert.visual_to_pb(visual)
 
     async def GetGraph(
         self, request: retrieve_pb2.GetGraphRequest, context: grpc.aio.ServicerContext

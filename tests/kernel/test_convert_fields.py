@@ -60,6 +60,14 @@ CASES = [
         convert.feedback_to_pb,
         convert.feedback_from_pb,
     ),
+    (d.ChunkRegion(2, 0.125, 0.25, 0.5, 0.75), convert.region_to_pb, convert.region_from_pb),
+    (
+        d.ChunkVisual(
+            b"\x89PNG", 2, (d.ChunkRegion(2, 0, 0.5, 1, 0.625), d.ChunkRegion(2, 0.25, 0, 0.5, 0.125)), 8, 9
+        ),
+        convert.visual_to_pb,
+        convert.visual_from_pb,
+    ),
 ]
 
 
@@ -106,6 +114,8 @@ PAIRS = [
     (retrieve_pb2.GraphEntity, d.GraphEntity, set()),
     (retrieve_pb2.GraphRelation, d.GraphRelation, set()),
     (retrieve_pb2.GraphCommunity, d.GraphCommunity, set()),
+    (retrieve_pb2.ChunkRegion, d.ChunkRegion, set()),
+    (retrieve_pb2.GetChunkVisualResponse, d.ChunkVisual, set()),
 ]
 
 
