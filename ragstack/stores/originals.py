@@ -48,6 +48,10 @@ class Originals:
             self._table = self._db.open_table(TABLE)
         return self._table
 
+    def reopen(self) -> None:
+        """Sees the table as it is now (after a unit of work restored it to an older version)."""
+        self._table = None
+
     def replace_documents(
         self, library: str, document_ids: Sequence[str], originals: Sequence[Original]
     ) -> None:

@@ -164,6 +164,8 @@ class UnitOfWork:
             if int(table.version) != version:
                 table.restore(version)
         self._vectors.reopen()
+        if self._originals is not None:
+            self._originals.reopen()
         if self._graph is not None:
             self._graph.reopen()
         self._catalog.end_batch()

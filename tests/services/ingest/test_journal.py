@@ -201,3 +201,46 @@ def test_a_failed_delete_changes_no_store(tmp_path: Path, embedder) -> None:  # 
     with pytest.raises(OSError, match="disk full"):
         ingest(p, TAPIR, "tapir.md", prune=True)
     assert state(tmp_path, embedder) == before
+
+
+def test_a_failed_unit_rolls_the_kept_pdf_back(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+    """The PDFs kept for their pictures are in the unit: a batch that fails after writing them
+    leaves the previous PDF and layout, and a later success replaces them."""
+    from ragstack.stores.originals import Originals
+    from tests.conftest import SHARED
+
+    pdfs = SHARED / "data" / "documents" / "pdf"
+    vectors = VectorStore(tmp_path / "lance", embedder.dimension, writer=True)
+    originals = Originals(vectors.connection(), writer=True)
+    lexical = LexicalStore(tmp_path / "tantivy", writer=True)
+    p = IngestPipeline(
+        Catalog(tmp_path / "catalog.sqlite"),
+        vectors,
+        lexical,
+        embedder,
+        256,
+        0,
+        5_000_000,
+        originals=originals,
+    )
+    first, second = (pdfs / "multi_page.pdf").read_bytes(), (pdfs / "2305.03393v1-pg9.pdf").read_bytes()
+
+    def run(data: bytes) -> IngestSummary:
+        events = list(p.run(upload_items("default", [("report.pdf", data)]), "default"))
+        assert isinstance(events[-1], IngestSummary)
+        return events[-1]
+
+    assert run(first).indexed == 1
+    doc = Catalog(tmp_path / "catalog.sqlite").list("default")[0].document_id
+    layout = originals.layout("default", doc)
+    real = lexical.replace_documents
+
+    def broken(*args: Any, **kw: Any) -> None:
+        raise OSError("disk full")
+
+    lexical.replace_documents = broken  # type: ignore[method-assign]
+    assert run(second).failed == 1
+    assert originals.data("default", doc) == first and originals.layout("default", doc) == layout
+    lexical.replace_documents = real  # type: ignore[method-assign]
+    assert run(second).indexed == 1
+    assert originals.data("default", doc) == second
