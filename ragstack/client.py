@@ -114,6 +114,27 @@ class Client:
     def trace(self, trace_id: str) -> dict[str, Any]:
         return self._json("GET", f"/v1/traces/{trace_id}")
 
+    def chunk(self, chunk_id: str, library: str = "") -> dict[str, Any]:
+        """A cited chunk whole, with `regions` (where it lies on its PDF's pages)."""
+        return self._json("GET", f"/v1/chunks/{chunk_id}", params={"library": library})
+
+    def chunk_visual(self, chunk_id: str, library: str = "", page: int = 0, width: int = 0) -> bytes:
+        """The chunk's page (its first when `page` is 0) as a PNG with the chunk outlined."""
+        params: dict[str, Any] = {"library": library, "page": page, "width": width}
+        resp = self._http.get(f"/v1/chunks/{chunk_id}/visual", params=params)
+        _raise_for(resp)
+        return resp.content
+
+    def graph(self, library: str = "") -> dict[str, Any]:
+        """The library's knowledge graph as this key may see it: entities, relations, communities."""
+        return self._json("GET", "/v1/graph", params={"library": library})
+
+    def feedback(self, trace_id: str, rating: str, comment: str = "") -> dict[str, Any]:
+        """Your verdict (`up` or `down`) on one of your answers, by its trace id."""
+        return self._json(
+            "POST", "/v1/feedback", json={"trace_id": trace_id, "rating": rating, "comment": comment}
+        )
+
     def databases(self, library: str = "") -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = self._json("GET", "/v1/databases", params={"library": library})[
             "databases"

@@ -24,6 +24,13 @@ def _http_round_trip(base_url: str, upload: Path) -> None:
         events = list(rag.stream(QUESTION))
         assert events[0].kind == "start" and events[-1].kind == "done"
         assert rag.trace(answer.trace_id)["question"] == QUESTION
+        assert rag.feedback(answer.trace_id, "up", "clear")["rating"] == "up"
+        cited = rag.chunk(answer.citations[0].chunk.chunk_id)
+        assert cited["text"] == answer.citations[0].chunk.text and cited["regions"] == []  # Markdown
+        with pytest.raises(RpcError) as err:
+            rag.chunk_visual(cited["chunk_id"])
+        assert err.value.code == "FAILED_PRECONDITION"
+        assert rag.graph()["entities"]
 
         progress = list(rag.ingest([upload], library="client"))
         assert progress[-1].kind == "summary" and progress[-1].data["indexed"] == 1
