@@ -40,6 +40,7 @@ HTTP_SECONDS = Histogram(
 )
 
 OPEN_PATHS = ("/health/live", "/health/ready")  # probes need no key
+UI_PREFIX = "/ui/"  # the web UI's page and assets: no key (they hold no data; its API calls need one)
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}\Z")
 _SECURITY_HEADERS = [
     (b"x-content-type-options", b"nosniff"),
@@ -49,6 +50,18 @@ _SECURITY_HEADERS = [
     (b"cache-control", b"no-store"),
 ]
 _CSP = (b"content-security-policy", b"default-src 'none'; frame-ancestors 'none'")
+# The web UI's own scripts, styles and API calls, page pictures as blob: URLs; nothing inline, no
+# other origin (an answer's Markdown image could not load even if it were ever rendered).
+_UI_CSP = (
+    b"content-security-policy",
+    b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; "
+    b"connect-src 'self'; form-action 'none'; base-uri 'none'; frame-ancestors 'none'",
+)
+
+
+def ui_path(path: str) -> bool:
+    """The web UI: `/` (a redirect to it), `/ui` and everything under /ui/."""
+    return path in ("/", "/ui") or path.startswith(UI_PREFIX)
 
 
 def error_body(code: str, message: str) -> dict[str, Any]:
@@ -89,6 +102,7 @@ class RequestContext:
         token = REQUEST_ID.set(request_id)
         status = 500
         docs = scope["path"] in ("/docs", "/redoc") or scope["path"].startswith("/docs/")
+        ui = ui_path(scope["path"])
 
         async def send_with_headers(message: Any) -> None:
             nonlocal status
@@ -96,7 +110,9 @@ class RequestContext:
                 status = message["status"]
                 headers = list(message.get("headers") or [])
                 headers += [(b"x-request-id", request_id.encode()), *_SECURITY_HEADERS]
-                if not docs:  # the Swagger page needs its scripts
+                if ui:
+                    headers.append(_UI_CSP)
+                elif not docs:  # the Swagger page needs its scripts
                     headers.append(_CSP)
                 message = {**message, "headers": headers}
             await send(message)
@@ -172,13 +188,19 @@ class Authenticate:
 
 
 class RequireKey:
-    """With keys configured, every route but the health probes needs a valid one; 401 otherwise."""
+    """With keys configured, every route but the health probes and the web UI's static page needs
+    a valid one; 401 otherwise."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["path"] in OPEN_PATHS or scope_principal(scope) is not None:
+        if (
+            scope["type"] != "http"
+            or scope["path"] in OPEN_PATHS
+            or ui_path(scope["path"])
+            or scope_principal(scope) is not None
+        ):
             await self.app(scope, receive, send)
             return
         given = _credentials(scope)

@@ -1,6 +1,6 @@
 """The gateway's routes, one module per resource."""
 
-from gateway.routes import admin, databases, documents, feedback, graph, ingest, query, traces
+from gateway.routes import admin, databases, documents, feedback, graph, ingest, query, traces, ui
 
 ROUTERS = (
     admin.router,
@@ -11,4 +11,5 @@ ROUTERS = (
     databases.router,
     traces.router,
     feedback.router,
+    ui.router,
 )

@@ -1,0 +1,296 @@
+// Ask: a question streamed to an answer. The route and each tool call show as they arrive, the
+// answer grows from its deltas, then citations (numbered chips), the verification manifest, a
+// warning when the evidence was weak, feedback, and the trace link.
+
+import {ApiError, events, getJson, postJson} from './api.js';
+import {$, append, clear, el, pagesText, percent} from './dom.js';
+import {openCitation} from './evidence.js';
+
+let sessionId = '';
+
+function newSessionId() {
+  const bytes = crypto.getRandomValues(new Uint8Array(12)); // randomUUID needs a secure context
+  return 'ui-' + Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+}
+
+function newConversation() {
+  sessionId = newSessionId();
+  $('#ask-session').textContent = sessionId;
+  clear($('#conversation'));
+}
+
+export function setupAsk() {
+  newConversation();
+  $('#ask-new').addEventListener('click', () => {
+    newConversation();
+    $('#ask-question').focus();
+  });
+  $('#ask-form').addEventListener('submit', (event) => {
+    event.preventDefault();
+    ask();
+  });
+  $('#ask-question').addEventListener('keydown', (event) => {
+    if (event.key === 'Enter' && !event.shiftKey) {
+      event.preventDefault();
+      ask();
+    }
+  });
+}
+
+/** The library selector from GET /v1/libraries (keeps the current choice). */
+export async function loadLibraries() {
+  const select = $('#ask-library');
+  const current = select.value;
+  let names = [];
+  try {
+    names = (await getJson('/v1/libraries')).libraries.map((l) => l.name);
+  } catch (error) {
+    if (!(error instanceof ApiError) || error.status !== 401) names = [];
+  }
+  if (!names.includes('default')) names.unshift('default');
+  clear(select);
+  for (const name of names) append(select, el('option', {value: name}, name));
+  select.value = names.includes(current) ? current : 'default';
+}
+
+async function ask() {
+  const input = $('#ask-question');
+  const question = input.value.trim();
+  if (!question) {
+    input.focus();
+    return;
+  }
+  const submit = $('#ask-submit');
+  submit.disabled = true;
+  const turn = new Turn(question, $('#ask-library').value, $('#ask-mode').value);
+  $('#conversation').append(turn.node);
+  input.value = '';
+  try {
+    await turn.run(sessionId);
+  } finally {
+    submit.disabled = false;
+    input.focus();
+  }
+}
+
+const VERDICTS = {
+  VERDICT_SUPPORTED: 'supported',
+  VERDICT_PARTIAL: 'partial',
+  VERDICT_UNSUPPORTED: 'unsupported',
+  VERDICT_UNSPECIFIED: 'unsupported',
+};
+
+function modeName(mode) {
+  return String(mode || '').replace(/^SEARCH_MODE_/, '').toLowerCase().replace('_', '-');
+}
+
+/** One question and its answer, as it streams. */
+class Turn {
+  constructor(question, library, mode) {
+    this.question = question;
+    this.library = library;
+    this.mode = mode;
+    this.grades = [];
+    this.steps = el('ol', {class: 'steps', 'aria-label': 'Agent steps', 'data-testid': 'steps'});
+    this.answer = el('div', {class: 'answer', 'aria-live': 'polite', 'aria-busy': 'true', 'data-testid': 'answer'});
+    this.after = el('div', {class: 'after'});
+    this.node = el('li', {class: 'turn', 'data-testid': 'turn'},
+      el('h2', {class: 'question'}, question),
+      el('p', {class: 'muted'}, `Library ${library} · mode ${mode}`),
+      this.steps, this.answer, this.after);
+    this.text = document.createTextNode('');
+    this.answer.append(this.text);
+  }
+
+  async run(session) {
+    const body = {question: this.question, library: this.library, mode: this.mode, session_id: session};
+    try {
+      for await (const {event, data} of events('POST', '/v1/query', {json: body})) {
+        const handler = this[`on_${event}`];
+        if (handler) handler.call(this, data);
+      }
+    } catch (error) {
+      this.fail(error.message);
+    } finally {
+      this.answer.setAttribute('aria-busy', 'false');
+    }
+  }
+
+  fail(message) {
+    this.after.append(el('p', {class: 'error', role: 'alert'}, `The question failed: ${message}`));
+  }
+
+  step(...content) {
+    const item = el('li', {}, ...content);
+    this.steps.append(item);
+    return item;
+  }
+
+  on_start(data) {
+    this.traceId = data.trace_id;
+  }
+
+  on_route(data) {
+    const parts = [`Route: ${modeName(data.mode)}`, ` (${data.classifier})`, data.reason ? ` — ${data.reason}` : ''];
+    const item = this.step(el('span', {'data-testid': 'route'}, ...parts));
+    if (data.standalone_question) append(item, el('br'), `Read as: ${data.standalone_question}`);
+    if (data.sub_questions && data.sub_questions.length) append(item, el('br'), `Sub-questions: ${data.sub_questions.join(' | ')}`);
+  }
+
+  on_tool_call(data) {
+    let args = data.arguments_json || '';
+    try {
+      args = JSON.stringify(JSON.parse(args));
+    } catch {
+      // shown as sent
+    }
+    this.step(el('span', {'data-testid': 'tool-call'}, `Tool ${data.tool}`),
+      ' ', el('code', {}, args), ` → ${data.result_count} result(s), ${Math.round(data.took_ms || 0)} ms`);
+  }
+
+  on_evidence(data) {
+    this.grades.push(data);
+    this.step(`Evidence: ${(data.hits || []).length} passage(s), graded ${data.grade} (${percent(data.score)})`);
+  }
+
+  on_delta(data) {
+    this.text.appendData(data.text || '');
+  }
+
+  on_verification(data) {
+    this.manifest = data.manifest;
+  }
+
+  on_error(data) {
+    this.fail(`${data.code ? data.code + ': ' : ''}${data.message || ''}`);
+  }
+
+  on_done(done) {
+    this.traceId = done.trace_id || this.traceId;
+    this.citations = done.citations || [];
+    renderAnswer(this.answer, done.answer || '', this.citations, this.library);
+    const grade = this.grades.length ? this.grades[this.grades.length - 1] : null; // the whole evidence's
+    append(this.after,
+      done.abstained ? withheld(done) : null,
+      grade && grade.grade !== 'correct' && !done.abstained ? lowEvidence(grade) : null,
+      sources(this.citations, this.library),
+      verification(done.manifest || this.manifest, done),
+      this.traceId ? feedback(this.traceId) : null,
+      el('p', {class: 'meta'},
+        this.traceId ? el('a', {href: `#/trace/${this.traceId}`, 'data-testid': 'trace-link'}, `Trace ${this.traceId}`) : null,
+        ` · written by ${done.generator || 'nobody'} · confidence ${percent(done.confidence)}`));
+  }
+}
+
+/** The answer as text, its `[n]` markers as buttons that open the source: never HTML, so a
+ * Markdown image or link in it stays text and loads nothing. */
+function renderAnswer(node, text, citations, library) {
+  const byRef = new Map(citations.map((c) => [String(c.ref), c]));
+  clear(node);
+  let last = 0;
+  for (const match of text.matchAll(/\[(\d{1,3})\]/g)) {
+    const citation = byRef.get(match[1]);
+    if (!citation) continue;
+    node.append(document.createTextNode(text.slice(last, match.index)));
+    const button = el('button', {type: 'button', class: 'ref', 'aria-label': `Source ${match[1]}`}, `[${match[1]}]`);
+    button.addEventListener('click', () => openCitation(citation, library, button));
+    node.append(button);
+    last = match.index + match[0].length;
+  }
+  node.append(document.createTextNode(text.slice(last)));
+}
+
+function sourceLabel(c) {
+  const where = [c.heading_path && c.heading_path.length ? c.heading_path[c.heading_path.length - 1] : '', pagesText(c.pages)]
+    .filter(Boolean).join(', ');
+  return `${c.title || c.source || c.chunk_id}${where ? ' — ' + where : ''}`;
+}
+
+function sources(citations, library) {
+  if (!citations.length) return el('p', {class: 'muted'}, 'No sources.');
+  return el('section', {class: 'sources', 'aria-label': 'Sources'},
+    el('h3', {}, 'Sources'),
+    el('ul', {class: 'chips'}, citations.map((c) => {
+      const chip = el('button', {type: 'button', class: 'chip', 'data-testid': 'citation', 'data-ref': c.ref,
+        'data-chunk': c.chunk_id}, el('span', {class: 'chip-n'}, c.ref), ' ', sourceLabel(c));
+      chip.addEventListener('click', () => openCitation(c, library, chip));
+      return el('li', {}, chip);
+    })));
+}
+
+function withheld(done) {
+  const manifest = done.manifest || {};
+  const unsupported = (manifest.claims || []).filter((c) => VERDICTS[c.verdict] !== 'supported');
+  return el('div', {class: 'callout warn', role: 'note', 'data-testid': 'withheld'},
+    el('p', {}, el('strong', {}, 'Answer withheld. '),
+      `Only ${percent(manifest.supported_ratio)} of the draft's claims were supported by the sources it cited, below the abstention threshold.`),
+    unsupported.length ? el('ul', {}, unsupported.slice(0, 5).map((c) => el('li', {}, `${c.claim} — ${c.reason || VERDICTS[c.verdict]}`))) : null,
+    el('p', {}, 'The sources that were found are listed below.'));
+}
+
+function lowEvidence(grade) {
+  const what = grade.grade === 'ambiguous'
+    ? 'The passages found only partly match the question'
+    : 'No passage found matches the question well';
+  return el('div', {class: 'callout warn', role: 'note', 'data-testid': 'low-evidence'},
+    el('p', {}, el('strong', {}, 'Low evidence. '), `${what} (graded ${grade.grade}, ${percent(grade.score)}). Check the sources before relying on the answer.`));
+}
+
+function verification(manifest, done) {
+  if (!manifest || !manifest.verified) return el('p', {class: 'muted'}, 'Not verified (verification is off).');
+  const claims = manifest.claims || [];
+  const supported = claims.filter((c) => VERDICTS[c.verdict] === 'supported').length;
+  const rows = claims.map((c) => [
+    c.claim,
+    (c.refs || []).map((r) => `[${r}]`).join(' '),
+    el('span', {class: `verdict ${VERDICTS[c.verdict] || 'unsupported'}`}, VERDICTS[c.verdict] || 'unsupported'),
+    percent(c.confidence),
+    c.reason || '',
+  ]);
+  return el('details', {class: 'verification', open: true},
+    el('summary', {}, `Verification: ${supported} of ${claims.length} claim(s) supported (${percent(manifest.supported_ratio)}, ${manifest.method}); answer confidence ${percent(done.confidence)}`),
+    el('div', {class: 'table-wrap'},
+      el('table', {'data-testid': 'manifest'},
+        el('caption', {class: 'sr-only'}, 'Claims of the answer and their verdicts'),
+        el('thead', {}, el('tr', {}, ['Claim', 'Refs', 'Verdict', 'Confidence', 'Reason'].map((h) => el('th', {scope: 'col'}, h)))),
+        el('tbody', {}, rows.map((cells) => el('tr', {}, cells.map((c) => el('td', {}, c))))))));
+}
+
+/** Thumbs up or down with an optional comment, stored with the trace id. */
+function feedback(traceId) {
+  let rating = '';
+  const id = `fb-${traceId}`;
+  const status = el('p', {role: 'status', class: 'muted', 'data-testid': 'feedback-status'});
+  const comment = el('textarea', {id: `${id}-comment`, rows: 2, maxlength: 2000});
+  const icon = (name) => el('img', {src: `/ui/${name}.svg`, alt: '', class: 'icon', width: 18, height: 18});
+  const up = el('button', {type: 'button', class: 'thumb', 'aria-pressed': 'false', 'data-testid': 'thumb-up'}, icon('thumb-up'), ' Helpful');
+  const down = el('button', {type: 'button', class: 'thumb', 'aria-pressed': 'false', 'data-testid': 'thumb-down'}, icon('thumb-down'), ' Not helpful');
+  const send = el('button', {type: 'submit', 'data-testid': 'feedback-send'}, 'Send feedback');
+  const pick = (value) => {
+    rating = value;
+    up.setAttribute('aria-pressed', String(value === 'up'));
+    down.setAttribute('aria-pressed', String(value === 'down'));
+  };
+  up.addEventListener('click', () => pick('up'));
+  down.addEventListener('click', () => pick('down'));
+  const form = el('form', {class: 'feedback', 'aria-label': 'Feedback on this answer', novalidate: true},
+    el('div', {class: 'thumbs', role: 'group', 'aria-label': 'Was this answer helpful?'}, up, down),
+    el('label', {for: `${id}-comment`}, 'Comment (optional)'), comment, send, status);
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    if (!rating) {
+      status.textContent = 'Choose helpful or not helpful first.';
+      return;
+    }
+    send.disabled = true;
+    try {
+      await postJson('/v1/feedback', {trace_id: traceId, rating, comment: comment.value.trim()});
+      status.textContent = 'Thank you: feedback stored.';
+    } catch (error) {
+      status.textContent = `Feedback not stored: ${error.message}`;
+    } finally {
+      send.disabled = false;
+    }
+  });
+  return form;
+}
