@@ -261,7 +261,7 @@ function feedback(traceId) {
   let rating = '';
   const id = `fb-${traceId}`;
   const status = el('p', {role: 'status', class: 'muted', 'data-testid': 'feedback-status'});
-  const comment = el('textarea', {id: `${id}-comment`, rows: 2, maxlength: 2000});
+  const comment = el('input', {id: `${id}-comment`, type: 'text', maxlength: 2000, autocomplete: 'off'});
   const icon = (name) => el('img', {src: `/ui/${name}.svg`, alt: '', class: 'icon', width: 18, height: 18});
   const up = el('button', {type: 'button', class: 'thumb', 'aria-pressed': 'false', 'data-testid': 'thumb-up'}, icon('thumb-up'), ' Helpful');
   const down = el('button', {type: 'button', class: 'thumb', 'aria-pressed': 'false', 'data-testid': 'thumb-down'}, icon('thumb-down'), ' Not helpful');
@@ -276,6 +276,7 @@ function feedback(traceId) {
   const form = el('form', {class: 'feedback', 'aria-label': 'Feedback on this answer', novalidate: true},
     el('div', {class: 'thumbs', role: 'group', 'aria-label': 'Was this answer helpful?'}, up, down),
     el('label', {for: `${id}-comment`}, 'Comment (optional)'), comment, send, status);
+  status.classList.add('feedback-status');
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     if (!rating) {

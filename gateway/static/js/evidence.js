@@ -84,7 +84,8 @@ async function showPages(chunk, regions, library) {
       pages.map((page) => el('button', {type: 'button', class: 'quiet', 'data-page': page,
         on: {click: () => drawPage(holder, chunk, regions, library, page, picker)}}, `Page ${page}`)))
     : null;
-  append(body(), picker, holder, el('h3', {}, 'Passage'), el('pre', {class: 'passage'}, chunk.text));
+  append(body(), picker, el('div', {class: 'side-by-side'}, holder,
+    el('div', {}, el('h3', {}, 'Passage'), el('p', {class: 'passage'}, chunk.text))));
   const ok = await drawPage(holder, chunk, regions, library, pages[0], picker);
   if (!ok) await showSection(chunk, library);
 }
