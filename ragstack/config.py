@@ -277,6 +277,17 @@ class GenerationConfig(_Strict):
     read_neighbours: bool = Field(
         True, description="Agent: after evidence graded ambiguous, read the hits' neighbouring chunks once."
     )
+    active_retrieval_rounds: int = Field(
+        0,
+        ge=0,
+        le=3,
+        description="Agent: FLARE-style active retrieval. After the draft is verified, its claims the "
+        "verifier did not support are searched for, the new chunks join the evidence and the answer is "
+        "drafted again, up to this many rounds; the first draft is held back until then. 0: off.",
+    )
+    active_retrieval_spans: int = Field(
+        3, ge=1, le=10, description="Agent, active retrieval: unsupported claims searched for per round."
+    )
 
 
 class VerifyConfig(_Strict):

@@ -317,6 +317,11 @@ def ask_event_to_pb(event: d.AskEvent) -> agent_pb2.AskResponse:
                     generator=event.generator,
                     manifest=manifest_to_pb(event.manifest),
                     evidence_chunk_ids=list(event.evidence_chunk_ids),
+                    active_retrieval=(
+                        to_pb(event.active_retrieval, agent_pb2.ActiveRetrieval)
+                        if event.active_retrieval is not None
+                        else None
+                    ),
                 )
             )
     raise TypeError(f"not an ask event: {event!r}")
@@ -358,6 +363,9 @@ def ask_event_from_pb(pb: agent_pb2.AskResponse) -> d.AskEvent:
             generator=x.generator,
             manifest=manifest_from_pb(x.manifest),
             evidence_chunk_ids=tuple(x.evidence_chunk_ids),
+            active_retrieval=(
+                from_pb(x.active_retrieval, d.ActiveRetrieval) if x.HasField("active_retrieval") else None
+            ),
         )
     raise ValueError(f"empty AskResponse event: {kind!r}")
 

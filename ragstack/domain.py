@@ -437,6 +437,16 @@ class VerificationEvent:
 
 
 @dataclass(frozen=True)
+class ActiveRetrieval:
+    """What FLARE-style active retrieval did to one answer."""
+
+    rounds: int = 0
+    queries: tuple[str, ...] = ()
+    added_chunk_ids: tuple[str, ...] = ()
+    redrafted: bool = False
+
+
+@dataclass(frozen=True)
 class DoneEvent:
     trace_id: str
     answer: str
@@ -446,6 +456,7 @@ class DoneEvent:
     generator: str
     manifest: Manifest
     evidence_chunk_ids: tuple[str, ...] = ()  # what the draft was written from, in numbered order
+    active_retrieval: ActiveRetrieval | None = None  # set when generation.active_retrieval_rounds > 0
 
 
 AskEvent = (

@@ -94,6 +94,10 @@ class QueryTrace:
 
     Verify and cite: verification (`domain.Verification` fields), answer, abstained, confidence,
     citations.
+
+    Active retrieval (when on): active_retrieval (rounds, queries, added_chunk_ids, redrafted,
+    first_draft); its searches are tool calls named active_search, and draft and verification are
+    those of the answer that stands.
     """
 
     schema_version: int = SCHEMA_VERSION
@@ -125,6 +129,7 @@ class QueryTrace:
     abstained: bool | None = None
     confidence: float | None = None
     citations: list[CitationRecord] | None = None
+    active_retrieval: dict[str, Any] | None = None
     took_ms: float | None = None
 
     def open_tools(self) -> None:

@@ -140,7 +140,7 @@ class VerificationEvent(_message.Message):
     def __init__(self, manifest: _Optional[_Union[_common_pb2.Manifest, _Mapping]] = ...) -> None: ...
 
 class DoneEvent(_message.Message):
-    __slots__ = ("trace_id", "answer", "citations", "confidence", "abstained", "generator", "manifest", "evidence_chunk_ids")
+    __slots__ = ("trace_id", "answer", "citations", "confidence", "abstained", "generator", "manifest", "evidence_chunk_ids", "active_retrieval")
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     ANSWER_FIELD_NUMBER: _ClassVar[int]
     CITATIONS_FIELD_NUMBER: _ClassVar[int]
@@ -149,6 +149,7 @@ class DoneEvent(_message.Message):
     GENERATOR_FIELD_NUMBER: _ClassVar[int]
     MANIFEST_FIELD_NUMBER: _ClassVar[int]
     EVIDENCE_CHUNK_IDS_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_RETRIEVAL_FIELD_NUMBER: _ClassVar[int]
     trace_id: str
     answer: str
     citations: _containers.RepeatedCompositeFieldContainer[_common_pb2.Citation]
@@ -157,7 +158,20 @@ class DoneEvent(_message.Message):
     generator: str
     manifest: _common_pb2.Manifest
     evidence_chunk_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, trace_id: _Optional[str] = ..., answer: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[_common_pb2.Citation, _Mapping]]] = ..., confidence: _Optional[float] = ..., abstained: _Optional[bool] = ..., generator: _Optional[str] = ..., manifest: _Optional[_Union[_common_pb2.Manifest, _Mapping]] = ..., evidence_chunk_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    active_retrieval: ActiveRetrieval
+    def __init__(self, trace_id: _Optional[str] = ..., answer: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[_common_pb2.Citation, _Mapping]]] = ..., confidence: _Optional[float] = ..., abstained: _Optional[bool] = ..., generator: _Optional[str] = ..., manifest: _Optional[_Union[_common_pb2.Manifest, _Mapping]] = ..., evidence_chunk_ids: _Optional[_Iterable[str]] = ..., active_retrieval: _Optional[_Union[ActiveRetrieval, _Mapping]] = ...) -> None: ...
+
+class ActiveRetrieval(_message.Message):
+    __slots__ = ("rounds", "queries", "added_chunk_ids", "redrafted")
+    ROUNDS_FIELD_NUMBER: _ClassVar[int]
+    QUERIES_FIELD_NUMBER: _ClassVar[int]
+    ADDED_CHUNK_IDS_FIELD_NUMBER: _ClassVar[int]
+    REDRAFTED_FIELD_NUMBER: _ClassVar[int]
+    rounds: int
+    queries: _containers.RepeatedScalarFieldContainer[str]
+    added_chunk_ids: _containers.RepeatedScalarFieldContainer[str]
+    redrafted: bool
+    def __init__(self, rounds: _Optional[int] = ..., queries: _Optional[_Iterable[str]] = ..., added_chunk_ids: _Optional[_Iterable[str]] = ..., redrafted: _Optional[bool] = ...) -> None: ...
 
 class AskResponse(_message.Message):
     __slots__ = ("start", "route", "tool_call", "evidence", "delta", "verification", "done")

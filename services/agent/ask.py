@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,6 +24,7 @@ from services.agent.grading import Grader
 from services.agent.ports import LLMPort, RetrieverPort, VerifierPort
 from services.agent.query import Query
 from services.agent.sessions import SessionInfo, SessionStore, check_session_id, session_key
+from services.agent.stages.active import ActiveRetrieval, Answered, draft_and_verify
 from services.agent.stages.cite import cite
 from services.agent.stages.draft import Draft, Drafter
 from services.agent.stages.gather import Gather, Gathered
@@ -65,6 +67,9 @@ class Agent:
         self._gather = Gather(retriever, llm, generation, self._grader, sessions, sql_answer_rows, clock)
         self._drafter = Drafter(retriever, llm, generation, directed)
         self._verify = Verify(verifier, generation)
+        self._active = ActiveRetrieval(
+            retriever, self._grader, self._drafter, self._verify, generation, clock
+        )
 
     async def ask(
         self,
@@ -131,15 +136,34 @@ class Agent:
         evidence = await grade_evidence(self._grader, routed, gathered, trace)
         if evidence.from_several:  # the evidence as a whole, graded against the whole question
             yield d.EvidenceEvent(tuple(evidence.hits), evidence.grade, evidence.score)
-        draft = Draft("", "none", [])
-        async for piece in self._drafter.run(query.question, routed.question, evidence, gathered.sql, trace):
-            if isinstance(piece, Draft):
-                draft = piece
-            else:
-                yield piece
-        verification = await self._verify.run(draft, evidence.score, trace)
+        if self._gen.active_retrieval_rounds:
+            # The first draft is held back until the verifier has read it: the deltas streamed
+            # are those of the answer that stands.
+            answered = await draft_and_verify(
+                self._drafter, self._verify, query, routed, evidence, gathered.sql, trace
+            )
+            async for step in self._active.run(query, routed, answered, trace):
+                if isinstance(step, Answered):
+                    answered = step
+                else:
+                    yield step
+            for delta in answered.deltas:
+                yield delta
+            draft, verification = answered.draft, answered.verification
+        else:
+            draft = Draft("", "none", [])
+            async for piece in self._drafter.run(
+                query.question, routed.question, evidence, gathered.sql, trace
+            ):
+                if isinstance(piece, Draft):
+                    draft = piece
+                else:
+                    yield piece
+            verification = await self._verify.run(draft, evidence.score, trace)
         yield d.VerificationEvent(verification.manifest)
         done = cite(draft, verification, gathered.sql, trace)
+        if self._gen.active_retrieval_rounds:
+            done = replace(done, active_retrieval=answered.record)
         yield done
         # Remembered once the caller has taken the answer.
         if self._sessions is not None:

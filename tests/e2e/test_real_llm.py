@@ -92,6 +92,52 @@ async def test_the_agent_streams_a_real_model_and_verifies_it(
     assert done.citations  # listed whether the draft was delivered or withheld
 
 
+async def test_active_retrieval_runs_with_a_real_model(
+    server: RunningModel, tmp_path: Path, resources, corpus
+) -> None:  # type: ignore[no-untyped-def]
+    """With generation.active_retrieval_rounds on, a real model's draft goes through the verifier
+    before anything streams; what streams is the answer that stands, and the done event and the
+    trace say what active retrieval did."""
+    from ragstack import domain as d
+    from ragstack.rpc.clients import AgentClient, IngestClient, open_channel
+    from tests.conftest import make_config, start_with
+
+    cfg = make_config(
+        tmp_path / "data",
+        llm={"enabled": True, "host": server.url, "model": MODEL, "timeout_s": 120},
+        ingest={"graph": False},
+        verify={"llm_judge": False},
+        generation={"active_retrieval_rounds": 1},
+    )
+    stack = await start_with(cfg, resources)
+    try:
+        channel = open_channel(stack.peers["ingest"])
+        [
+            e
+            async for e in IngestClient(channel, 600).ingest(
+                paths=[str(corpus / "bm25.md"), str(corpus / "chunking.md")]
+            )
+        ]
+        await channel.close()
+        channel = open_channel(stack.peers["agent"])
+        events = [
+            e async for e in AgentClient(channel, 300).ask("What does BM25 score, and how are chunks cut?")
+        ]
+        trace = await AgentClient(channel, 30).get_trace(events[-1].trace_id)  # type: ignore[union-attr]
+        await channel.close()
+    finally:
+        await stack.stop()
+    done = events[-1]
+    assert isinstance(done, d.DoneEvent) and done.active_retrieval is not None
+    active = done.active_retrieval
+    assert active.rounds <= 1 and len(active.queries) <= 3 and (active.rounds == 0) == (not active.queries)
+    searches = [e for e in events if isinstance(e, d.ToolCallEvent) and e.tool == "active_search"]
+    assert len(searches) == len(active.queries)
+    if not done.abstained:
+        assert "".join(e.text for e in events if isinstance(e, d.DeltaEvent)).strip() == done.answer
+    assert trace["active_retrieval"]["rounds"] == active.rounds and trace["active_retrieval"]["first_draft"]
+
+
 def test_graph_extraction_in_json_mode_stays_grounded(server: RunningModel) -> None:
     from services.ingest.graph_extract import EntityExtractor
     from services.ingest.llm_extract import LLMExtractor

@@ -115,6 +115,7 @@ PAIRS = [
     (retrieve_pb2.GraphRelation, d.GraphRelation, set()),
     (retrieve_pb2.GraphCommunity, d.GraphCommunity, set()),
     (retrieve_pb2.ChunkRegion, d.ChunkRegion, set()),
+    (agent_pb2.ActiveRetrieval, d.ActiveRetrieval, set()),
     (retrieve_pb2.GetChunkVisualResponse, d.ChunkVisual, set()),
 ]
 
