@@ -221,8 +221,9 @@ async def test_an_answer_streams_in_with_its_route_tools_and_numbered_citations(
     await accessible(page, "ask")
     await shot(page, "ask")
 
-    # A Markdown citation: the passage highlighted in its section.
-    await chips.first.click()
+    # A Markdown citation, opened from the keyboard: the passage highlighted in its section.
+    await chips.first.focus()
+    await page.keyboard.press("Enter")
     dialog = page.locator("#evidence")
     await dialog.locator("[data-testid=cited-passage]").wait_for()
     assert await dialog.locator("[data-testid=heading-path]").inner_text()
@@ -231,9 +232,12 @@ async def test_an_answer_streams_in_with_its_route_tools_and_numbered_citations(
     await shot(page, "evidence-section")
     await page.keyboard.press("Escape")
     await dialog.wait_for(state="hidden")
+    assert await page.evaluate("document.activeElement.dataset.testid") == "citation"  # focus back
 
-    # A follow-up goes in the same conversation; a new conversation gets a new id.
-    await ask(page, "And what is its default threshold?")
+    # A follow-up (sent with Enter) goes in the same conversation; a new conversation gets a new id.
+    await page.get_by_label("Question").fill("And what is its default threshold?")
+    await page.get_by_label("Question").press("Enter")
+    await page.locator("[data-testid=turn]").nth(1).locator("[aria-busy=false]").wait_for(timeout=120_000)
     await page.get_by_role("button", name="New conversation").click()
     await ask(page, "What is the default gateway port?")
     sessions = [q["session_id"] for q in queries]
@@ -443,3 +447,31 @@ def test_the_wheel_carries_the_ui(tmp_path: Path) -> None:
         f"gateway/{p.relative_to(ROOT / 'gateway').as_posix()}" for p in STATIC.rglob("*") if p.is_file()
     }
     assert "gateway/static/index.html" in expected and expected <= names
+
+
+@needs_browser
+async def test_withheld_and_weak_answers_say_why(ui_stack: Stack, page: Any) -> None:
+    await sign_in(page, ui_stack.gateway_url)
+    turn = await ask(page, "What is the capital of Mongolia?")
+    withheld = turn.locator("[data-testid=withheld]")
+    assert "No answer was drafted" in await withheld.inner_text()
+    assert await turn.locator("[data-testid=citation]").count() >= 1  # the sources stay listed
+
+    # Whether a question's evidence grades ambiguous moves with the corpus and the ranking: the
+    # gateway's real stream for a question, with its evidence graded ambiguous on the way.
+    question = {"question": "What is the default gateway port?", "skip_memory": True}
+    async with httpx.AsyncClient(base_url=ui_stack.gateway_url, timeout=60, headers=ADMIN) as client:
+        real = (await client.post("/v1/query", json=question)).text
+    assert "event: evidence" in real
+    weakened = re.sub(r'"grade": "correct", "score": [0-9.e-]+', '"grade": "ambiguous", "score": 0.41', real)
+
+    async def weak_stream(route: Any) -> None:
+        await route.fulfill(status=200, content_type="text/event-stream", body=weakened)
+
+    await page.route("**/v1/query", weak_stream)
+    weak = await ask(page, "What is the default gateway port?")
+    warning = weak.locator("[data-testid=low-evidence]")
+    assert "graded ambiguous, 41%" in await warning.inner_text()
+    assert "8080" in await weak.locator("[data-testid=answer]").inner_text()
+    await accessible(page, "ask (withheld, weak)")
+    await shot(page, "withheld-and-weak")

@@ -171,7 +171,7 @@ class Turn {
     renderAnswer(this.answer, done.answer || '', this.citations, this.library);
     const grade = this.grades.length ? this.grades[this.grades.length - 1] : null; // the whole evidence's
     append(this.after,
-      done.abstained ? withheld(done) : null,
+      done.abstained ? withheld(done, grade) : null,
       grade && grade.grade !== 'correct' && !done.abstained ? lowEvidence(grade) : null,
       sources(this.citations, this.library),
       verification(done.manifest || this.manifest, done),
@@ -218,14 +218,19 @@ function sources(citations, library) {
     })));
 }
 
-function withheld(done) {
+/** Why the answer was withheld: the draft's claims the sources did not support, or no draft at
+ * all because the evidence did not answer the question. */
+function withheld(done, grade) {
   const manifest = done.manifest || {};
-  const unsupported = (manifest.claims || []).filter((c) => VERDICTS[c.verdict] !== 'supported');
+  const claims = manifest.claims || [];
+  const unsupported = claims.filter((c) => VERDICTS[c.verdict] !== 'supported');
+  const why = claims.length
+    ? `Only ${percent(manifest.supported_ratio)} of the draft's claims were supported by the sources it cited, below the abstention threshold.`
+    : `No answer was drafted: the passages found do not answer the question${grade ? ` (evidence graded ${grade.grade}, ${percent(grade.score)})` : ''}.`;
   return el('div', {class: 'callout warn', role: 'note', 'data-testid': 'withheld'},
-    el('p', {}, el('strong', {}, 'Answer withheld. '),
-      `Only ${percent(manifest.supported_ratio)} of the draft's claims were supported by the sources it cited, below the abstention threshold.`),
+    el('p', {}, el('strong', {}, 'Answer withheld. '), why),
     unsupported.length ? el('ul', {}, unsupported.slice(0, 5).map((c) => el('li', {}, `${c.claim} — ${c.reason || VERDICTS[c.verdict]}`))) : null,
-    el('p', {}, 'The sources that were found are listed below.'));
+    el('p', {}, done.citations && done.citations.length ? 'The closest sources found are listed below.' : 'No source was found.'));
 }
 
 function lowEvidence(grade) {
@@ -237,7 +242,11 @@ function lowEvidence(grade) {
 }
 
 function verification(manifest, done) {
-  if (!manifest || !manifest.verified) return el('p', {class: 'muted'}, 'Not verified (verification is off).');
+  if (!manifest || !manifest.verified) {
+    return el('p', {class: 'muted', 'data-testid': 'unverified'}, manifest && manifest.method === 'disabled'
+      ? 'Not verified: answer verification is turned off on this server.'
+      : 'Nothing to verify: no answer was drafted.');
+  }
   const claims = manifest.claims || [];
   const supported = claims.filter((c) => VERDICTS[c.verdict] === 'supported').length;
   const rows = claims.map((c) => [
