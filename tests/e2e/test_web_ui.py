@@ -48,6 +48,7 @@ async def ui_stack(tmp_path_factory: pytest.TempPathFactory, resources: Resource
             ]
         },
         sql={"allowed_roots": [tempfile.gettempdir()]},
+        ingest={"fetch_allow": ["127.0.0.1"]},  # the test's own web page, on loopback
     )
     stack = await start_with(cfg, resources)
     channel = open_channel(stack.peers["ingest"])
@@ -312,6 +313,19 @@ async def test_libraries_upload_by_input_and_drop_delete_graph_and_admin_attach(
     await quokka.wait_for()
     assert "1" in await quokka.locator("td").nth(3).inner_text()  # its chunks
     await page.locator("[data-testid=library-row][data-library='ui-uploads']").wait_for()
+
+    (tmp_path / "capybara.html").write_text(
+        "<html><head><title>Capybaras</title></head><body><main><h1>Capybaras</h1>"
+        "<p>The capybara is the largest living rodent.</p></main></body></html>"
+    )
+    with browser.serving(tmp_path) as base:
+        await page.get_by_label("Web page URL").fill(f"{base}/capybara.html")
+        await page.get_by_role("button", name="Ingest URL").click()
+        by_url = page.locator(
+            f"[data-testid=upload][data-name='{base}/capybara.html'] [data-testid=upload-stage]"
+        )
+        await by_url.filter(has_text="indexed").wait_for(timeout=60_000)
+        await page.locator(f"[data-testid=document-row][data-source^='{base}/capybara.html']").wait_for()
     await accessible(page, "libraries")
     await shot(page, "libraries")
 
@@ -320,7 +334,7 @@ async def test_libraries_upload_by_input_and_drop_delete_graph_and_admin_attach(
     await delete.filter(has_text="Confirm delete").click()
     await quokka.wait_for(state="detached")
     await page.locator("#notice").filter(has_text="Deleted upload://ui-uploads/quokka.md").wait_for()
-    assert await page.locator("[data-testid=document-row]").count() == 1
+    assert await page.locator("[data-testid=document-row]").count() == 2  # okapi and the web page
 
     # An admin attaches a database.
     shop.build_sqlite(tmp_path / "shop.db")

@@ -9,7 +9,8 @@ import importlib.util
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from functools import partial
+from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -104,4 +105,23 @@ def listening() -> Iterator[Listener]:
     finally:
         listener.server.shutdown()
         listener.server.server_close()
+        thread.join(5)
+
+
+@contextmanager
+def serving(folder: Path) -> Iterator[str]:
+    """A folder as a web site on a free loopback port; yields its base URL."""
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    site = ThreadingHTTPServer(("127.0.0.1", 0), partial(Quiet, directory=str(folder)))
+    thread = threading.Thread(target=site.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{site.server_address[1]}"
+    finally:
+        site.shutdown()
+        site.server_close()
         thread.join(5)
