@@ -489,3 +489,12 @@ async def test_withheld_and_weak_answers_say_why(ui_stack: Stack, page: Any) -> 
     assert "8080" in await weak.locator("[data-testid=answer]").inner_text()
     await accessible(page, "ask (withheld, weak)")
     await shot(page, "withheld-and-weak")
+
+
+@needs_browser
+async def test_a_server_without_keys_needs_no_login(stack: Stack, page: Any) -> None:
+    await page.goto(stack.gateway_url + "/ui/")
+    await page.locator("#who").filter(has_text="No key needed").wait_for()
+    assert await page.locator("#view-ask").is_visible() and await page.locator("#view-login").is_hidden()
+    assert await page.locator("#sign-out").is_hidden()
+    await page.locator("#ask-library option[value=default]").wait_for(state="attached")
