@@ -7,8 +7,10 @@ from dataclasses import dataclass
 
 from ragstack.text import split_sentences
 
-_MARKER = re.compile(r"\s*\[(\s*[\w.-]+(?:\s*,\s*[\w.-]+)*\s*)\]")
-_LEADING = re.compile(r"^(?:\s*\[(\s*[\w.-]+(?:\s*,\s*[\w.-]+)*\s*)\])+")
+# A citation marker: `[1]`, `[1, 3]`, `[doc-2]`; never the text of a Markdown link or image
+# (`[here](url)`, `![x](url)`), which a quoted document may hold.
+_MARKER = re.compile(r"\s*(?<!!)\[(\s*[\w.-]+(?:\s*,\s*[\w.-]+)*\s*)\](?!\()")
+_LEADING = re.compile(r"^(?:\s*(?<!!)\[(\s*[\w.-]+(?:\s*,\s*[\w.-]+)*\s*)\](?!\())+")
 
 
 @dataclass(frozen=True)
@@ -20,6 +22,15 @@ class DraftClaim:
 
 def _refs(text: str) -> list[str]:
     return [r.strip() for m in _MARKER.finditer(text) for r in m.group(1).split(",")]
+
+
+def refs_in(text: str) -> set[str]:
+    """Every citation ref the text's markers name."""
+    return set(_refs(text))
+
+
+def without_markers(text: str) -> str:
+    return _MARKER.sub("", text)
 
 
 def split_claims(answer: str) -> list[DraftClaim]:

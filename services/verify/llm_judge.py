@@ -10,7 +10,6 @@ overrule any verdict. A decomposition that loses a number of the answer is not u
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from typing import Literal, Protocol
 
@@ -19,10 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from ragstack.domain import Claim, Evidence, Verdict
 from ragstack.llm import JsonChat, ask_validated
 from ragstack.text import numbers
-from services.verify.claims import DraftClaim, split_claims
+from services.verify.claims import DraftClaim, refs_in, split_claims, without_markers
 
 log = logging.getLogger(__name__)
-_MARKERS = re.compile(r"\[([\w.\-,\s]+)\]")
 
 DECOMPOSE_SYSTEM = (
     "You split an answer into atomic claims: each one fact, as a standalone sentence, with the citation "
@@ -80,12 +78,12 @@ class LLMJudge:
 
     def decompose(self, answer: str) -> list[DraftClaim]:
         """Atomic claims with the refs the answer gives them; the sentence split when the LLM fails."""
-        used = {r.strip() for m in _MARKERS.finditer(answer) for r in m.group(1).split(",")}
+        used = refs_in(answer)
         found = ask_validated(self._llm, _Claims, DECOMPOSE_SYSTEM, f"<answer>\n{answer}\n</answer>")
         if found is None:
             return split_claims(answer)
         # A decomposition that drops a number the answer states would leave it unchecked.
-        dropped = numbers(_MARKERS.sub("", answer)) - {n for c in found.claims for n in numbers(c.text)}
+        dropped = numbers(without_markers(answer)) - {n for c in found.claims for n in numbers(c.text)}
         if dropped:
             log.info("the LLM's claims drop %s from the answer; sentence claims instead", sorted(dropped)[0])
             return split_claims(answer)

@@ -33,6 +33,16 @@ def test_claims_keep_their_refs() -> None:
     assert claims[0].text == "BM25 defaults to k1 = 1.2."
 
 
+def test_markdown_links_and_images_are_not_citations() -> None:
+    """A quoted document's `[text](url)` and `![alt](url)` stay text; only bare markers cite."""
+    claims = split_claims(
+        "See [the guide](https://x.example/g) for setup [2]. A chart ![x](http://h/p.png) [1, 3]."
+    )
+    assert [c.refs for c in claims] == [("2",), ("1", "3")]
+    assert claims[0].text == "See [the guide](https://x.example/g) for setup."
+    assert "![x](http://h/p.png)" in claims[1].text
+
+
 def test_supported_answer_is_delivered(verifier: Verifier) -> None:
     v = verifier.verify(
         "Tantivy defaults to k1 = 1.2 and b = 0.75 [1]. RRF usually uses k = 60 [2].",
