@@ -145,6 +145,7 @@ async def evaluate_qa(
                     "evidence": len(done.evidence_chunk_ids),
                     "kind": q.kind,
                     "ms": (time.perf_counter() - start) * 1000,
+                    "active": done.active_retrieval,
                 }
             )
             on_progress("questions", n, len(questions))
@@ -153,7 +154,11 @@ async def evaluate_qa(
     if kinds:  # e.g. HotpotQA's bridge and comparison questions, whose choices were tuned apart
         report["by_type"] = {k: _report(dataset, mode, [r for r in rows if r["kind"] == k]) for k in kinds}
     gen = cfg.generation
-    settings = {"multi_hop_top_k": gen.multi_hop_top_k, "bridge_searches": gen.bridge_searches}
+    settings = {
+        "multi_hop_top_k": gen.multi_hop_top_k,
+        "bridge_searches": gen.bridge_searches,
+        "active_retrieval_rounds": gen.active_retrieval_rounds,
+    }
     return {**report, "embedded": session.embedded, "settings": settings}
 
 
@@ -190,6 +195,13 @@ def _report(dataset: str, mode: str, rows: list[dict[str, Any]]) -> dict[str, An
             supporting_recall=_mean([r["supporting_share"] for r in supported]),
         )
     report["evidence_chunks_mean"] = _mean([float(r["evidence"]) for r in rows])
+    active = [r["active"] for r in rows if r["active"] is not None]
+    if active:  # generation.active_retrieval_rounds was on
+        report["active_retrieval"] = {
+            "searched": sum(1 for a in active if a.rounds),
+            "redrafted": sum(1 for a in active if a.redrafted),
+            "added_chunks_mean": _mean([float(len(a.added_chunk_ids)) for a in active]),
+        }
     latencies = [r["ms"] for r in rows]
     report.update(
         latency_ms_p50=round(percentile(latencies, 50), 1), latency_ms_p95=round(percentile(latencies, 95), 1)
