@@ -174,6 +174,7 @@ class Turn {
       done.abstained ? withheld(done, grade) : null,
       grade && grade.grade !== 'correct' && !done.abstained ? lowEvidence(grade) : null,
       sources(this.citations, this.library),
+      done.active_retrieval ? activeRetrieval(done.active_retrieval) : null,
       verification(done.manifest || this.manifest, done),
       this.traceId ? feedback(this.traceId) : null,
       el('p', {class: 'meta'},
@@ -231,6 +232,20 @@ function withheld(done, grade) {
     el('p', {}, el('strong', {}, 'Answer withheld. '), why),
     unsupported.length ? el('ul', {}, unsupported.slice(0, 5).map((c) => el('li', {}, `${c.claim} — ${c.reason || VERDICTS[c.verdict]}`))) : null,
     el('p', {}, done.citations && done.citations.length ? 'The closest sources found are listed below.' : 'No source was found.'));
+}
+
+/** What active retrieval did: the unsupported claims searched for, and whether the answer shown
+ * is the redraft (the first draft was never streamed). */
+function activeRetrieval(active) {
+  const queries = active.queries || [];
+  const added = (active.added_chunk_ids || []).length;
+  const what = !active.rounds
+    ? 'every claim of the first draft was supported; nothing was searched again.'
+    : `${queries.length} unsupported claim(s) searched for in ${active.rounds} round(s), ${added} passage(s) added; ` +
+      (active.redrafted ? 'the answer shown was drafted again from them.' : 'the first draft stood.');
+  return el('div', {class: 'muted', 'data-testid': 'active-retrieval'},
+    el('p', {}, el('strong', {}, 'Active retrieval: '), what),
+    queries.length ? el('ul', {}, queries.map((q) => el('li', {}, q))) : null);
 }
 
 function lowEvidence(grade) {
