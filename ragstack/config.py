@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -154,6 +155,58 @@ class IngestConfig(_Strict):
     crawl_max_page_mb: float = Field(
         10.0, gt=0, description="Crawler: a page's body is refused once it grows past this (while reading)."
     )
+    # Conversion by a docling-serve server (services/ingest/remote_convert.py).
+    converter: Literal["local", "docling-serve"] = Field(
+        "local",
+        description="Who converts PDF, DOCX, PPTX, XLSX and HTML files: `local` (Docling in the parser "
+        "processes) or `docling-serve` (the server at docling_serve_url, over its HTTP API, asked for "
+        "the same model-free pipeline; its DoclingDocument goes through the same code as a local one, "
+        "so the chunks are the same). PDF pages without a text layer are read by OCR locally either way.",
+    )
+    docling_serve_url: str | None = Field(
+        None,
+        description="docling-serve: the server's base URL, http:// or https:// (e.g. http://docling:5001); "
+        "required with converter: docling-serve.",
+    )
+    docling_serve_timeout_s: float = Field(
+        300.0,
+        gt=0,
+        description="docling-serve: time one file's request may take, from sending it to the answer's "
+        "last byte; past it the file fails.",
+    )
+    docling_serve_connect_timeout_s: float = Field(
+        10.0, gt=0, description="docling-serve: time to open a connection to the server."
+    )
+    docling_serve_max_concurrent: int = Field(
+        4,
+        ge=1,
+        le=256,
+        description="docling-serve: requests one ingest process has in flight at once; more wait their turn.",
+    )
+    docling_serve_max_response_mb: float = Field(
+        256.0,
+        gt=0,
+        description="docling-serve: the largest answer read (the document as JSON); a larger one fails "
+        "the file.",
+    )
+
+    @field_validator("docling_serve_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an http:// or https:// URL with a host")
+        if parts.username or parts.password or parts.query or parts.fragment:
+            raise ValueError("a base URL only: no credentials, query or fragment")
+        return value.strip().rstrip("/")
+
+    @model_validator(mode="after")
+    def _converter_has_url(self) -> IngestConfig:
+        if self.converter == "docling-serve" and not self.docling_serve_url:
+            raise ValueError("ingest.converter is docling-serve: set ingest.docling_serve_url")
+        return self
 
 
 class RetrieveConfig(_Strict):

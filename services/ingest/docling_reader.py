@@ -2,7 +2,8 @@
 
 Paged formats (slides, sheets) are exported page by page with page markers, so chunks know their
 pages. HTML is reduced to its main content first: navigation, sidebars, headers, footers, scripts
-and forms are dropped before conversion.
+and forms are dropped before conversion. The conversion itself runs here or on a docling-serve
+server (services/ingest/remote_convert.py); what is done before and after it is the same.
 """
 
 from __future__ import annotations
@@ -12,10 +13,14 @@ import io
 import logging
 import re
 import warnings
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ragstack.errors import UnsupportedFormat
 from services.ingest.chunker import page_marker
+
+if TYPE_CHECKING:
+    from docling_core.types.doc import DoclingDocument
 
 _BOILERPLATE_TAGS = (
     "nav",
@@ -72,13 +77,10 @@ def main_content(html: bytes) -> tuple[bytes, str]:
     return f"<html><body>{body}</body></html>".encode(), title
 
 
-def convert(name: str, data: bytes) -> tuple[str, str]:
-    """(markdown with page markers where the format has pages, title)."""
+def local_document(name: str, data: bytes) -> DoclingDocument:
+    """The file converted here, by Docling."""
     from docling.datamodel.base_models import DocumentStream
 
-    page_title = ""
-    if name.lower().endswith((".html", ".htm")):
-        data, page_title = main_content(data)
     try:
         with warnings.catch_warnings():
             # Docling warns about shapes and images it skips; the text is what is indexed.
@@ -88,7 +90,24 @@ def convert(name: str, data: bytes) -> tuple[str, str]:
             )
     except Exception as err:  # Docling raises many types for corrupt or encrypted files
         raise UnsupportedFormat(f"cannot convert: {type(err).__name__}: {err}") from None
-    doc = result.document
+    return result.document
+
+
+def convert(
+    name: str, data: bytes, document: Callable[[str, bytes], DoclingDocument] = local_document
+) -> tuple[str, str]:
+    """(markdown with page markers where the format has pages, title). `document`: converts what
+    is to be converted (an HTML page's main content) into a DoclingDocument, here or by
+    docling-serve; everything before and after it is the same."""
+    page_title = ""
+    if name.lower().endswith((".html", ".htm")):
+        data, page_title = main_content(data)
+    return markdown_of(document(name, data), page_title)
+
+
+def markdown_of(doc: DoclingDocument, page_title: str = "") -> tuple[str, str]:
+    """A converted document's (markdown with page markers where it has pages, title: `page_title`
+    when given, else its first title or heading)."""
     pages = sorted(doc.pages)
     if pages:
         markdown = "\n\n".join(f"{page_marker(p)}\n{doc.export_to_markdown(page_no=p)}" for p in pages)

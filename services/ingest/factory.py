@@ -27,6 +27,7 @@ from services.ingest.jobs import JobStore
 from services.ingest.llm_extract import LLMExtractor
 from services.ingest.parse_worker import ParsePool
 from services.ingest.pipeline import IngestPipeline
+from services.ingest.remote_convert import DoclingServe
 from services.ingest.servicer import IngestServicer, register
 
 
@@ -62,6 +63,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
     enricher = Enricher(res.llm if cfg.llm.enabled else None, cfg.data_dir / "enrich.sqlite")
     budgets = Budgets.from_config(cfg.ingest)
     parser = ParsePool(budgets, cfg.ingest.parse_workers)
+    converter = DoclingServe.from_config(cfg.ingest)  # None: Docling converts here
     pipeline = IngestPipeline(
         catalog=catalog,
         vectors=vectors,
@@ -78,6 +80,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         parser=parser,
         originals=Originals(vectors.connection(), writer=True),
         page_pictures=cfg.ingest.page_pictures,
+        converter=converter,
     )
 
     lifecycle = StoreLifecycle(cfg.data_dir, catalog, vectors, lexical, graph_store)
@@ -106,6 +109,8 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
             await worker
         jobs.close()
         parser.close()
+        if converter is not None:
+            converter.close()
         enricher.close()
         lexical.close()
         catalog.close()

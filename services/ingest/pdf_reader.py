@@ -1,7 +1,9 @@
 """PDF text through Docling's model-free native pipeline, with structure recovered here.
 
 Docling's layout model is not available offline, so its native pipeline gives one text item per
-line, with its page and bounding box. Pages without a text layer are rendered and read by OCR
+line, with its page and bounding box; the DoclingDocument comes from Docling here or from a
+docling-serve server running the same pipeline (services/ingest/remote_convert.py), and everything
+after it is the same code. Pages without a text layer are rendered and read by OCR
 (RapidOCR, whose ONNX models ship in its package). From the lines this module rebuilds what
 chunking and citations need: page markers, headings (lines set clearly larger than the body text,
 levels by size) and paragraphs (lines joined until a vertical gap).
@@ -14,9 +16,9 @@ import io
 import logging
 import statistics
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragstack import extras, page_layout
 from ragstack.errors import UnsupportedFormat
@@ -24,6 +26,9 @@ from ragstack.page_layout import PageLayout
 from services.ingest import ocr
 from services.ingest.budgets import Budgets
 from services.ingest.chunker import page_marker
+
+if TYPE_CHECKING:
+    from docling_core.types.doc import DoclingDocument
 
 HEADING_RATIO = 1.25  # a line this much taller than the body text is a heading
 MAX_HEADING_WORDS = 16
@@ -54,9 +59,8 @@ def _converter() -> Any:
     )
 
 
-def lines(name: str, data: bytes) -> tuple[list[Line], dict[int, tuple[float, float]]]:
-    """The text lines of every page, in the parser's order, and each page's (width, height) in
-    points (their count is the page count)."""
+def local_document(name: str, data: bytes) -> DoclingDocument:
+    """The PDF converted here, by Docling's native pipeline."""
     from docling.datamodel.base_models import DocumentStream
 
     try:
@@ -67,13 +71,20 @@ def lines(name: str, data: bytes) -> tuple[list[Line], dict[int, tuple[float, fl
             )
     except Exception as err:  # corrupt, encrypted, truncated...
         raise UnsupportedFormat(f"cannot read PDF: {type(err).__name__}: {err}") from None
-    doc = result.document
+    return result.document
+
+
+def lines_of(doc: DoclingDocument) -> tuple[list[Line], dict[int, tuple[float, float]]]:
+    """The text lines of every page of a PDF's DoclingDocument (converted here or by docling-serve),
+    in the parser's order, and each page's (width, height) in points (their count is the page
+    count)."""
     out = []
     for item, _ in doc.iterate_items():
         text = " ".join(str(getattr(item, "text", "")).split())
-        if not text or not getattr(item, "prov", None):
+        provenance = getattr(item, "prov", None)
+        if not text or not provenance:
             continue
-        prov = item.prov[0]
+        prov = provenance[0]
         box = prov.bbox
         top, bottom = max(box.t, box.b), min(box.t, box.b)
         out.append(Line(prov.page_no, text, top - bottom, top, bottom, box.l, box.r))
@@ -283,13 +294,29 @@ def page_count(data: bytes) -> int:
         pdf.close()
 
 
-def convert(name: str, data: bytes, budgets: Budgets) -> tuple[str, str, PageLayout]:
-    """(markdown with page markers, title: the first heading, where its lines lie) of a PDF."""
+class PagesNeedOcr(Exception):
+    """A PDF with pages without a text layer, converted where OCR is not to run (`convert` with
+    `ocr=False`): its caller has it read where OCR may run."""
+
+
+def convert(
+    name: str,
+    data: bytes,
+    budgets: Budgets,
+    document: Callable[[str, bytes], DoclingDocument] = local_document,
+    ocr: bool = True,
+) -> tuple[str, str, PageLayout]:
+    """(markdown with page markers, title: the first heading, where its lines lie) of a PDF.
+    `document`: converts it into a DoclingDocument (here, or by docling-serve: everything after it
+    is the same). Pages without a text layer are read by OCR here, or raise PagesNeedOcr without
+    `ocr`."""
     budgets.check_pages(page_count(data))  # before the parser reads every page
-    found, sizes = lines(name, data)
+    found, sizes = lines_of(document(name, data))
     pages = len(sizes)
     with_text = {line.page for line in found}
     missing = [p for p in range(1, pages + 1) if p not in with_text]
+    if missing and not ocr:
+        raise PagesNeedOcr(f"{len(missing)} of its {pages} pages have no text layer")
     if missing:
         found = sorted([*found, *ocr_lines(data, missing)], key=lambda ln: ln.page)
     if not found:

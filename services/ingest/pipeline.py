@@ -52,6 +52,7 @@ from services.ingest.chunker import chunk_markdown, split_pages
 from services.ingest.enrich import Enricher
 from services.ingest.graph_index import GraphIndex
 from services.ingest.parse_worker import ParsePool, is_heavy
+from services.ingest.remote_convert import DoclingServe
 from services.ingest.sources import DocItem, Rejected, SourceItem, expand
 from services.ingest.unit_of_work import Change, LexicalWriter, UnitOfWork, VectorWriter
 
@@ -99,11 +100,13 @@ class IngestPipeline:
         parser: ParsePool | None = None,
         originals: Originals | None = None,
         page_pictures: bool = True,
+        converter: DoclingServe | None = None,
     ) -> None:
         """`budgets`: of one document (services/ingest/budgets.py); `parser`: the worker process
         pool that parses the formats whose parsers can run away (in this process when None);
         `originals`: where PDFs are kept with their lines' positions (when `page_pictures`; a
-        removed document's go in any case)."""
+        removed document's go in any case); `converter`: a docling-serve server that converts PDF,
+        Office and HTML files instead of Docling here (`ingest.converter`)."""
         self._catalog = catalog
         self._vectors = vectors
         self._lexical = lexical
@@ -119,6 +122,7 @@ class IngestPipeline:
         self._clock = clock
         self._budgets = budgets or Budgets()
         self._parser = parser
+        self._converter = converter
         # Runs go on side by side (a small ingest beside a long one); their batches, removals and
         # deletes are written one unit at a time, and the ANN build and the graph's refresh wait.
         self._keep_originals = originals is not None and page_pictures
@@ -274,7 +278,12 @@ class IngestPipeline:
         if state == (fingerprint, groups):
             return None
         with tracer.start_as_current_span("ingest.parse", attributes={"source": item.source}):
-            if self._parser is not None and is_heavy(item.source, item.kind):
+            if self._converter is not None and self._converter.converts(item.source, item.kind):
+                # On this thread, not in a parser process: why in services/ingest/remote_convert.py.
+                parsed = self._converter.parse(
+                    item.source, data, item.kind, self._budgets, self._parser, token
+                )
+            elif self._parser is not None and is_heavy(item.source, item.kind):
                 parsed = self._parser.parse(item.source, data, item.kind, owner=token)
             else:
                 parsed = readers.parse(item.source, data, item.kind, self._budgets)
