@@ -1,0 +1,211 @@
+"""Dataset, benchmark and corpus names in the evidence, with their sizes and use: rules, no LLM.
+
+A name is a run of capitalised, CamelCase or acronym tokens ("PubTabNet", "PubTables-1M",
+"MS MARCO", "SQuAD 2.0"). It counts as a dataset when the text says so next to it:
+
+- strong cues: a collection noun right after it ("the PubTabNet data set", "the Brown corpus"), or
+  before a list of names ("data sets: A, B and C", "a benchmark such as X"), or a size in data
+  units right after it ("FinTabNet (113k samples)", "X consists of 10k images");
+- weak cues ("trained on X", "evaluated on X") count only for a name that a strong cue names
+  somewhere in the evidence: models are "trained on" representations and tasks too.
+
+Words that label the document itself (Table, Figure, Section...), months and days never count, nor
+does a lone capitalised word that opens a sentence (capitals there say nothing).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from services.agent.generate import NumberedEvidence
+from services.agent.shapes.cells import DatasetMention
+from services.agent.shapes.quotes import Quote, clauses, is_stopword, quotes
+
+_TOKEN = r"(?:[A-Z][A-Za-z0-9]*|[a-z]+[A-Z][A-Za-z0-9]*)(?:[-.][A-Za-z0-9]+)*"
+_VERSION = r"(?:\s+(?:v?\d+\.\d+|(?:19|20)\d\d)(?![\w.]))?"
+_NAME = rf"{_TOKEN}(?:\s+{_TOKEN}){{0,3}}{_VERSION}"
+_CUE = (
+    r"(?i:data[\s-]?sets?|datasets?|benchmarks?|corpus|corpora|collections?|treebanks?"
+    r"|(?:training|train|validation|dev|test|evaluation)[\s-](?:sets?|splits?))"
+)
+_UNITS = (
+    r"(?:images?|tables?|documents?|docs|pages?|samples?|sentences?|examples?|instances?|questions?"
+    r"|quer(?:y|ies)|pairs?|tokens?|words?|articles?|records?|rows?|videos?|utterances?|dialog(?:ue)?s?"
+    r"|papers?|files?|hours?|entr(?:y|ies)|annotations?|passages?|texts?|reviews?|tweets?|posts?"
+    r"|abstracts?|charts?|forms?|receipts?|invoices?|PDFs?|scans?|photos?|clips?|speakers?|languages?)"
+)
+_SIZE = (
+    r"(?:(?:about|approximately|approx\.|around|roughly|over|more than|nearly|almost|up to|~|≈)\s*)?"
+    rf"\d[\d,.]*\s*(?:[kKMB]|thousand|million|billion)?\s*{_UNITS}(?![\w-])"
+)
+_CITATION = r"(?:\s*\[[\d,\s–-]+\])?"
+
+# NAME + cue noun: "the PubTabNet data set"
+_BEFORE_CUE = re.compile(rf"(?<![\w-])(?P<name>{_NAME}){_CITATION}\s+{_CUE}(?![\w-])")
+# cue noun + list of names: "data sets: A (1k images), B and C", "a data set like X"
+_AFTER_CUE = re.compile(
+    rf"(?<!\bwe )(?<!\bWe )(?<!\bto )(?<!\bthey )(?<!\bThey )(?<![\w-]){_CUE}"
+    r"(?:\s*:\s*|\s*,?\s+(?:like|such as|including|called|named|namely|e\.g\.,?|i\.e\.,?)\s+|\s+)"
+)
+# weak cues: "trained only on X"
+_WEAK = re.compile(
+    r"(?<![\w-])(?i:trained|evaluated|tested|fine-?tuned|pre-?trained|benchmarked|validated|experiments?)"
+    r"\s+(?:\w+ly\s+)?(?:(?:it|them|models?)\s+)?on\s+(?:the\s+)?"
+)
+# NAME consists of / contains SIZE
+_HOLDS = re.compile(
+    rf"(?<![\w-])(?P<name>{_NAME}){_CITATION}\s+(?:consists of|contains|comprises|includes|holds)\s+"
+    rf"(?P<size>{_SIZE})"
+)
+_ITEM = re.compile(rf"(?P<name>{_NAME}){_CITATION}(?:\s*\((?P<paren>[^()]*)\))?{_CITATION}")
+_SEPARATOR = re.compile(r"\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or|&)\s+")
+_SIZE_RE = re.compile(_SIZE)
+_SIZE_ALONE = re.compile(rf"^\s*(?P<size>{_SIZE})")
+
+_STRUCTURAL = frozenset(
+    """table tables tab figure figures fig section sections sec appendix chapter equation eq eqs
+    algorithm listing page pages part step supplementary abstract introduction conclusion conclusions
+    results result discussion method methods related work experiments experiment acknowledgements
+    references note example annex theorem lemma definition proposition remark box dataset datasets
+    data set sets corpus corpora benchmark benchmarks collection
+    january february march april may june july august september october november december
+    monday tuesday wednesday thursday friday saturday sunday""".split()
+)
+
+_STRONG_USE = re.compile(r"(?i)\b(?:train|fine-?tun|pre-?train|evaluat|test|validat|benchmark)\w*")
+_WEAK_USE = re.compile(
+    r"(?i)\b(?:use[ds]?|using|perform\w*|cho(?:se|sen|ose)|select\w*|appl(?:y|ied|ies)|report\w*"
+    r"|measur\w*|comput\w*|experiment\w*)\b"
+)
+
+
+@dataclass(frozen=True)
+class _Mention:
+    key: str
+    name: str
+    size: str
+    used_for: str
+    use: int  # how clearly used_for says how it is used: 2 trained/evaluated..., 1 used/chosen..., 0
+    ref: str
+    order: tuple[int, int, int]  # evidence rank, sentence, offset
+    strong: bool
+
+
+def datasets(evidence: Sequence[NumberedEvidence]) -> tuple[DatasetMention, ...]:
+    """One entry per dataset named in the evidence, in order of first mention, with all the refs
+    of the evidence that names it."""
+    quoted = quotes(evidence)
+    found = [m for q in quoted for m in _mentions(q)]
+    confirmed = {m.key for m in found if m.strong}
+    groups: dict[str, list[_Mention]] = {}
+    for m in sorted(found, key=lambda m: m.order):
+        if m.key in confirmed:
+            groups.setdefault(m.key, []).append(m)
+    return tuple(_merged(group, quoted) for group in groups.values())
+
+
+def _merged(group: list[_Mention], quoted: Sequence[Quote]) -> DatasetMention:
+    name = next(m.name for m in group if m.strong)
+    size = next((m.size for m in group if m.size), "")
+    best = min(group, key=lambda m: (-m.use, m.order))
+    pattern = re.compile(rf"(?<![\w-]){re.escape(name)}(?![\w-])")
+    named = [q for q in quoted if pattern.search(q.text)]
+    refs = sorted({(m.order[0], m.ref) for m in group} | {(q.rank, q.ref) for q in named})
+    used_for = best.used_for if best.use else ""
+    return DatasetMention(name, size, used_for, tuple(dict.fromkeys(r for _, r in refs)))
+
+
+@dataclass(frozen=True)
+class _Found:
+    name: str
+    start: int
+    size: str
+    strong: bool
+
+
+def _mentions(q: Quote) -> list[_Mention]:
+    text = q.text
+    candidates = (*_before_cue(text), *_after_cue(text), *_holding(text), *_weak(text))
+    found = [c for f in candidates if (c := _clean(f, text))]
+    keys = {f.name.lower() for f in found}
+    # A sentence that names one dataset and gives one size gives that dataset's size.
+    sizes = [m.group(0) for m in _SIZE_RE.finditer(text)]
+    alone = sizes[0] if len(keys) == 1 and len(sizes) == 1 else ""
+    out = []
+    for f in found:
+        used_for, use = _use(text, f.start)
+        order = (q.rank, q.position, f.start)
+        out.append(_Mention(f.name.lower(), f.name, f.size or alone, used_for, use, q.ref, order, f.strong))
+    return out
+
+
+def _before_cue(text: str) -> list[_Found]:
+    return [_Found(m.group("name"), m.start("name"), "", True) for m in _BEFORE_CUE.finditer(text)]
+
+
+def _after_cue(text: str) -> list[_Found]:
+    return [f for m in _AFTER_CUE.finditer(text) for f in _listed(text, m.end(), strong=True)]
+
+
+def _weak(text: str) -> list[_Found]:
+    return [f for m in _WEAK.finditer(text) for f in _listed(text, m.end(), strong=False)]
+
+
+def _holding(text: str) -> list[_Found]:
+    return [_Found(m.group("name"), m.start("name"), m.group("size"), True) for m in _HOLDS.finditer(text)]
+
+
+def _listed(text: str, pos: int, strong: bool) -> list[_Found]:
+    """The names listed from `pos` on ("A (1k images), B and C"); one given a size in data units
+    in brackets after it counts as a dataset whatever cue precedes it."""
+    out = []
+    while item := _ITEM.match(text, pos):
+        sized = _SIZE_ALONE.match(item.group("paren") or "")
+        size = sized.group("size") if sized else ""
+        out.append(_Found(item.group("name"), item.start("name"), size, strong or bool(size)))
+        separator = _SEPARATOR.match(text, item.end())
+        if not separator:
+            break
+        pos = separator.end()
+    return out
+
+
+def _clean(found: _Found, text: str) -> _Found | None:
+    """The name without leading stopwords ("The", "Our"), or None when it is no dataset name:
+    a label of the document (Table, Figure...), a month, an author ("Smith et al."), or one
+    plain capitalised word opening the sentence."""
+    tokens = found.name.split()
+    start = found.start
+    while tokens and is_stopword(tokens[0]):
+        start = text.index(tokens[1], start + len(tokens[0])) if len(tokens) > 1 else start
+        tokens = tokens[1:]
+    if not tokens or any(t.lower().rstrip(".") in _STRUCTURAL for t in tokens):
+        return None
+    name = " ".join(tokens)
+    if len(name) < 2 or re.match(r"\s*et\s+al\b", text[start + len(name) :]):
+        return None
+    opens = not re.search(r"[A-Za-z]", text[:start])
+    plain = all(t[1:].islower() and t.isalpha() for t in tokens)
+    if opens and plain:
+        return None
+    return _Found(name, start, found.size, found.strong)
+
+
+def _use(text: str, offset: int) -> tuple[str, int]:
+    """The clause of the sentence nearest the mention at `offset` that says how the data is used
+    (trained, evaluated... scores 2; used, chosen... scores 1), and its score; ("", 0) if none."""
+    spans = clauses(text)
+    here = max((i for i, (a, _) in enumerate(spans) if a <= offset), default=0)
+    best: tuple[int, int, int, int] | None = None  # distance, -score, after, index
+    for i, (a, b) in enumerate(spans):
+        clause = text[a:b]
+        score = 2 if _STRONG_USE.search(clause) else 1 if _WEAK_USE.search(clause) else 0
+        if score and abs(i - here) <= 3:
+            key = (abs(i - here), -score, int(i > here), i)
+            best = key if best is None or key < best else best
+    if best is None:
+        return "", 0
+    a, b = spans[best[3]]
+    return text[a:b].rstrip("."), -best[1]
