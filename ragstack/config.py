@@ -330,6 +330,22 @@ class GenerationConfig(_Strict):
     read_neighbours: bool = Field(
         True, description="Agent: after evidence graded ambiguous, read the hits' neighbouring chunks once."
     )
+    citation_policy: Literal["lenient", "strict"] = Field(
+        "lenient",
+        description="Agent: every sentence of an LLM's answer cites the documents ([n]) or says it is "
+        "not from them; one with neither is removed (lenient) or withholds the answer (strict).",
+    )
+    session_evidence: Literal["cited", "all", "none"] = Field(
+        "cited",
+        description="Agent, in a session: the earlier turns' evidence drafted from again: what their "
+        "answers cited (cited: compacted), everything they were drafted from (all), or none.",
+    )
+    session_evidence_chunks: int = Field(
+        6,
+        ge=0,
+        le=50,
+        description="Agent, in a session: earlier turns' chunks carried at most, newest first.",
+    )
     active_retrieval_rounds: int = Field(
         0,
         ge=0,

@@ -89,8 +89,11 @@ class QueryTrace:
     sql_notice (why a database gave no result), grade (of the evidence as a whole: grade, score,
     hits).
 
-    Draft: no_draft_reason, llm_error, score_error, instructions_left_out (sentences that instruct
-    their reader, not quoted), generator (an LLM's name, extractive, sql or none), draft.
+    Draft: session_evidence (in a session: the earlier turns' chunks drafted from again, and which:
+    cited or all), no_draft_reason, llm_error, score_error, instructions_left_out (sentences that
+    instruct their reader, not quoted), ungrounded (an LLM's sentences that neither cited nor said
+    they are not from the documents: removed, or the answer withheld), generator (an LLM's name,
+    extractive, sql or none), draft (as delivered).
 
     Verify and cite: verification (`domain.Verification` fields), answer, abstained, confidence,
     citations.
@@ -122,6 +125,8 @@ class QueryTrace:
     llm_error: str | None = None
     score_error: str | None = None
     instructions_left_out: list[str] | None = None
+    ungrounded: list[str] | None = None
+    session_evidence: dict[str, Any] | None = None
     generator: str | None = None
     draft: str | None = None
     verification: dict[str, Any] | None = None

@@ -79,3 +79,14 @@ def content_words(text: str) -> set[str]:
 def numbers(text: str) -> set[str]:
     """Numbers as written (thousands separators removed), e.g. {"512", "0.5", "60%"}."""
     return {n.replace(",", "") for n in _NUMBER.findall(text)}
+
+
+# How an answer's sentence says it is not from the documents (the citation policy's other way to
+# declare what grounds a sentence): the agent's prompt asks for it, the grounding stage keeps such
+# a sentence, and the verifier does not judge it as a claim about the documents.
+NOT_FROM_DOCUMENTS = "(not from the documents)"
+_DECLARED = re.compile(r"\(\s*not\s+from\s+the\s+documents\s*\)", re.IGNORECASE)
+
+
+def declares_ungrounded(sentence: str) -> bool:
+    return bool(_DECLARED.search(sentence))

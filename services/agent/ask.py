@@ -25,6 +25,7 @@ from services.agent.ports import LLMPort, RetrieverPort, VerifierPort
 from services.agent.query import Query
 from services.agent.sessions import SessionInfo, SessionStore, check_session_id, session_key
 from services.agent.stages.active import ActiveRetrieval, Answered, draft_and_verify
+from services.agent.stages.carry import carry
 from services.agent.stages.cite import cite
 from services.agent.stages.draft import Draft, Drafter
 from services.agent.stages.gather import Gather, Gathered
@@ -56,6 +57,7 @@ class Agent:
         """`directed`: whether a sentence of a document instructs its reader
         (`instructions.InstructionDetector`); such sentences are quoted only when asked about."""
         self._sessions = sessions
+        self._retriever = retriever
         self._feedback = feedback
         self._traces = traces
         self._gen = generation
@@ -134,7 +136,9 @@ class Agent:
             else:
                 yield item
         evidence = await grade_evidence(self._grader, routed, gathered, trace)
-        if evidence.from_several:  # the evidence as a whole, graded against the whole question
+        if gathered.sql is None or gathered.sql.hit is None:
+            evidence = await carry(query, evidence, self._sessions, self._retriever, self._gen, trace)
+        if evidence.from_several or trace.session_evidence:  # the evidence as a whole
             yield d.EvidenceEvent(tuple(evidence.hits), evidence.grade, evidence.score)
         if self._gen.active_retrieval_rounds:
             # The first draft is held back until the verifier has read it: the deltas streamed
@@ -174,7 +178,17 @@ class Agent:
         assert self._sessions is not None
         at = self._now().isoformat()
         if query.session_key:
-            self._sessions.add(query.session_key, query.question, standalone, done.answer, done.abstained, at)
+            cited = [c.chunk.chunk_id for c in done.citations if c.sql is None and not done.abstained]
+            self._sessions.add(
+                query.session_key,
+                query.question,
+                standalone,
+                done.answer,
+                done.abstained,
+                at,
+                cited,
+                [c for c in done.evidence_chunk_ids if not c.startswith("sql:")],
+            )
         if not done.abstained and query.memory:
             documents = list(dict.fromkeys(c.chunk.document_id for c in done.citations if c.sql is None))
             self._sessions.remember(query.library, standalone, done.answer, documents, at, query.principal)

@@ -8,6 +8,7 @@ import json
 import re
 import sqlite3
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +45,8 @@ class Turn:
     question: str
     standalone: str
     answer: str
+    cited: tuple[str, ...] = ()  # the chunks its answer cited
+    drafted: tuple[str, ...] = ()  # every chunk it was drafted from
 
 
 @dataclass(frozen=True)
@@ -83,27 +86,54 @@ class SessionStore:
         # Recall memory is each principal's own: another's questions are never recalled, shown or
         # traced for a caller (memories from before principals were the local admin's).
         ensure_column(self._db, "memory", "owner", f"TEXT NOT NULL DEFAULT '{LOCAL.name}'")
+        # Each turn's evidence by chunk id, carried into its session's later turns (turns from
+        # before this was kept carry none).
+        ensure_column(self._db, "turns", "cited", "TEXT NOT NULL DEFAULT '[]'")
+        ensure_column(self._db, "turns", "drafted", "TEXT NOT NULL DEFAULT '[]'")
         self._lock = threading.Lock()
 
     def recent(self, session_id: str, n: int = 3) -> list[Turn]:
         """The last `n` turns, oldest first."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT question, standalone, answer FROM turns WHERE session_id = ? ORDER BY n DESC LIMIT ?",
+                "SELECT question, standalone, answer, cited, drafted FROM turns WHERE session_id = ? "
+                "ORDER BY n DESC LIMIT ?",
                 (session_id, n),
             ).fetchall()
-        return [Turn(*r) for r in reversed(rows)]
+        return [
+            Turn(q, s, a, tuple(json.loads(cited)), tuple(json.loads(drafted)))
+            for q, s, a, cited, drafted in reversed(rows)
+        ]
 
     def add(
-        self, session_id: str, question: str, standalone: str, answer: str, abstained: bool, at: str
+        self,
+        session_id: str,
+        question: str,
+        standalone: str,
+        answer: str,
+        abstained: bool,
+        at: str,
+        cited: Sequence[str] = (),
+        drafted: Sequence[str] = (),
     ) -> None:
         with self._lock, self._db:
             (count,) = self._db.execute(
                 "SELECT COUNT(*) FROM turns WHERE session_id = ?", (session_id,)
             ).fetchone()
             self._db.execute(
-                "INSERT INTO turns VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (session_id, count + 1, question, standalone, answer, int(abstained), at),
+                "INSERT INTO turns (session_id, n, question, standalone, answer, abstained, at, cited,"
+                " drafted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    session_id,
+                    count + 1,
+                    question,
+                    standalone,
+                    answer,
+                    int(abstained),
+                    at,
+                    json.dumps(list(cited)),
+                    json.dumps(list(drafted)),
+                ),
             )
 
     def remember(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ragstack.text import split_sentences
+from ragstack.text import declares_ungrounded, split_sentences
 
 # A citation marker: `[1]`, `[1, 3]`, `[doc-2]`; never the text of a Markdown link or image
 # (`[here](url)`, `![x](url)`), which a quoted document may hold.
@@ -45,6 +45,6 @@ def split_claims(answer: str) -> list[DraftClaim]:
             claims[-1] = DraftClaim(prev.claim_id, prev.text, merged)
             sentence = sentence[lead.end() :]
         text = _MARKER.sub("", sentence).strip()
-        if text:
+        if text and not declares_ungrounded(text):  # says it is not from the documents: no claim on them
             claims.append(DraftClaim(f"c{len(claims) + 1}", text, tuple(dict.fromkeys(_refs(sentence)))))
     return claims

@@ -18,6 +18,7 @@ from services.agent import generate, grading
 from services.agent.ports import LLMPort, RetrieverPort
 from services.agent.sql_tool import SqlOutcome
 from services.agent.stages.grade import Evidence
+from services.agent.stages.ground import grounded_text
 
 log = logging.getLogger(__name__)
 tracer = get_tracer("ragstack.agent")
@@ -50,7 +51,7 @@ class Drafter:
         `asked`: the question as the user asked it, which the LLM answers; `question`: standalone."""
         numbered = generate.number_evidence(evidence.hits)
         with tracer.start_as_current_span("agent.generate"):
-            text, generator = "", "extractive"
+            text, generator, withheld = "", "extractive", False
             if evidence.grade == grading.INCORRECT:
                 # Nothing relevant came back: an answer drafted from it would only sound right.
                 trace.no_draft_reason = "evidence graded incorrect"
@@ -64,11 +65,19 @@ class Drafter:
                     async for piece in self._llm.stream_chat(messages):
                         parts.append(piece)
                         yield d.DeltaEvent(piece)
-                    text, generator = "".join(parts).strip(), self._llm.name
+                    written, generator = "".join(parts).strip(), self._llm.name
+                    # Every sentence cites or says it is not from the documents; the rest goes (or,
+                    # under the strict policy, the whole answer: then nothing else is drafted).
+                    text = grounded_text(written, numbered, self._gen.citation_policy, trace)
+                    withheld = bool(written) and not text
                 except Exception as err:
                     log.warning("LLM generation failed (%s); answering extractively", err)
                     trace.llm_error = f"{type(err).__name__}: {err}"
-            if not text and (offline := await self._offline(question, numbered, evidence, sql, trace)):
+            if (
+                not text
+                and not withheld
+                and (offline := await self._offline(question, numbered, evidence, sql, trace))
+            ):
                 text, generator = offline
                 async for piece in generate.stream_text(text):
                     yield d.DeltaEvent(piece)
