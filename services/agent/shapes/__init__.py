@@ -3,6 +3,7 @@ deterministic functions of the question and the numbered evidence, every cell a 
 with its refs, or "not stated"."""
 
 from services.agent.shapes.cells import (
+    CHECKLIST,
     NOT_STATED,
     Cell,
     ChecklistItem,
@@ -12,8 +13,12 @@ from services.agent.shapes.cells import (
 )
 from services.agent.shapes.compare import compare_table
 from services.agent.shapes.datasets import datasets
+from services.agent.shapes.markdown import to_markdown
+from services.agent.shapes.methodology import methodology
+from services.agent.shapes.reproduce import reproduce_checklist
 
 __all__ = [
+    "CHECKLIST",
     "NOT_STATED",
     "Cell",
     "ChecklistItem",
@@ -22,4 +27,7 @@ __all__ = [
     "Table",
     "compare_table",
     "datasets",
+    "methodology",
+    "reproduce_checklist",
+    "to_markdown",
 ]

@@ -16,7 +16,7 @@ does a lone capitalised word that opens a sentence (capitals there say nothing).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from services.agent.generate import NumberedEvidence
@@ -79,6 +79,12 @@ _WEAK_USE = re.compile(
     r"(?i)\b(?:use[ds]?|using|perform\w*|cho(?:se|sen|ose)|select\w*|appl(?:y|ied|ies)|report\w*"
     r"|measur\w*|comput\w*|experiment\w*)\b"
 )
+
+
+def dataset_names(evidence: Sequence[NumberedEvidence]) -> Callable[[str], int]:
+    """A counter of the evidence's datasets (`datasets`) that a text names."""
+    patterns = [re.compile(rf"(?<![\w-]){re.escape(d.name)}(?![\w-])") for d in datasets(evidence)]
+    return lambda text: sum(1 for p in patterns if p.search(text))
 
 
 @dataclass(frozen=True)

@@ -57,9 +57,23 @@ def quotes(evidence: Sequence[NumberedEvidence]) -> list[Quote]:
     out = []
     for s in strips(evidence):
         text = _verbatim(s.text, chunks[s.ref])
-        if text is not None:
+        if text is not None and not heading_like(text):
             out.append(Quote(s.ref, s.rank, s.position, text, document_name(by_ref[s.ref]), _words(text)))
     return out
+
+
+_LEADERS = re.compile(r"(?:\.\s?){4,}")
+
+
+def heading_like(text: str) -> bool:
+    """A heading or a table-of-contents line, not a sentence: dot leaders, or no closing mark and
+    most longer words capitalised ("Optimized Table Tokenization for Table Structure Recognition")."""
+    if _LEADERS.search(text):
+        return True
+    if text.rstrip()[-1:] in ".!?\"')":
+        return False
+    long = [w for w in text.split() if len(w) > 3 and w[0].isalpha()]
+    return bool(long) and sum(w[0].isupper() for w in long) >= 0.75 * len(long)
 
 
 def _words(text: str) -> frozenset[str]:
