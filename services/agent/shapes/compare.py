@@ -148,7 +148,7 @@ def _general_column(question: str) -> str:
 def _owns(row: str, e: NumberedEvidence) -> bool:
     """Whether the evidence comes from the document the row names (its title or file name)."""
     chunk = e.hit.chunk
-    return mentions(f"{chunk.title} {PurePath(chunk.source).stem.replace('_', ' ')}", row)
+    return mentions(f"{chunk.title} {re.sub(r'[-_.]+', ' ', PurePath(chunk.source).stem)}", row)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from services.agent.generate import NumberedEvidence
 from services.agent.shapes.cells import DatasetMention
@@ -31,24 +31,35 @@ _CUE = (
     r"|(?:training|train|validation|dev|test|evaluation)[\s-](?:sets?|splits?))"
 )
 _UNITS = (
-    r"(?:images?|tables?|documents?|docs|pages?|samples?|sentences?|examples?|instances?|questions?"
-    r"|quer(?:y|ies)|pairs?|tokens?|words?|articles?|records?|rows?|videos?|utterances?|dialog(?:ue)?s?"
-    r"|papers?|files?|hours?|entr(?:y|ies)|annotations?|passages?|texts?|reviews?|tweets?|posts?"
-    r"|abstracts?|charts?|forms?|receipts?|invoices?|PDFs?|scans?|photos?|clips?|speakers?|languages?)"
+    r"(?:images|tables|documents|docs|pages|samples|sentences|examples|instances|questions|queries|pairs"
+    r"|tokens|words|articles|records|rows|videos|utterances|dialog(?:ue)?s|papers|files|hours|entries"
+    r"|annotations|passages|texts|reviews|tweets|posts|abstracts|charts|forms|receipts|invoices|PDFs|scans"
+    r"|photos|clips|speakers|languages)"
 )
 _SIZE = (
     r"(?:(?:about|approximately|approx\.|around|roughly|over|more than|nearly|almost|up to|~|≈)\s*)?"
-    rf"\d[\d,.]*\s*(?:[kKMB]|thousand|million|billion)?\s*{_UNITS}(?![\w-])"
+    rf"(?!(?:19|20)\d\d\b)\d[\d,.]*\s*(?:[kKMB]|thousand|million|billion)?\s*(?:[a-z][a-z-]+\s+)?{_UNITS}"
+    r"(?![\w-])"
 )
 _CITATION = r"(?:\s*\[[\d,\s–-]+\])?"
 
-# NAME + cue noun: "the PubTabNet data set"
-_BEFORE_CUE = re.compile(rf"(?<![\w-])(?P<name>{_NAME}){_CITATION}\s+{_CUE}(?![\w-])")
+# NAME + cue noun: "the PubTabNet data set", "the European Social Survey (ESS) dataset"
+_ABBREVIATION = r"\s*\((?P<{}>[A-Z][A-Za-z0-9-]*)\)"
+_BEFORE_CUE = re.compile(
+    rf"(?<![\w-])(?P<name>{_NAME})(?:{_ABBREVIATION.format('abbr')})?{_CITATION}\s+(?P<cue>{_CUE})(?![\w-])"
+    rf"(?:{_ABBREVIATION.format('after')})?"
+)
+_PLURAL = re.compile(r"(?i)(?:s|corpora)$")
+# what precedes the last of "A, B and C datasets": "A, B and "
+_SEPARATOR_BEFORE = re.compile(r"(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or|&)\s+)$")
+_NAME_BEFORE = re.compile(rf"(?<![\w-])(?P<name>{_NAME}){_CITATION}$")
 # cue noun + list of names: "data sets: A (1k images), B and C", "a data set like X"
 _AFTER_CUE = re.compile(
     rf"(?<!\bwe )(?<!\bWe )(?<!\bto )(?<!\bthey )(?<!\bThey )(?<![\w-]){_CUE}"
-    r"(?:\s*:\s*|\s*,?\s+(?:like|such as|including|called|named|namely|e\.g\.,?|i\.e\.,?)\s+|\s+)"
+    r"(?:\s*:\s*|\s*,?\s+(?:like|such as|including|called|named|namely|e\.g\.,?|i\.e\.,?)\s+)"
 )
+# cue noun + name, nothing between: "the dataset GitTables" (weak: "on this benchmark OTSL wins")
+_AFTER_CUE_PLAIN = re.compile(rf"(?<!\bwe )(?<!\bWe )(?<![\w-]){_CUE}\s+(?=[A-Za-z])")
 # weak cues: "trained only on X"
 _WEAK = re.compile(
     r"(?<![\w-])(?i:trained|evaluated|tested|fine-?tuned|pre-?trained|benchmarked|validated|experiments?)"
@@ -74,10 +85,12 @@ _STRUCTURAL = frozenset(
     monday tuesday wednesday thursday friday saturday sunday""".split()
 )
 
-_STRONG_USE = re.compile(r"(?i)\b(?:train|fine-?tun|pre-?train|evaluat|test|validat|benchmark)\w*")
+_STRONG_USE = re.compile(
+    r"(?i)\b(?:(?:train|fine-?tun|pre-?train|evaluat|test|validat)\w*|benchmark(?:ed|ing))"
+)
 _WEAK_USE = re.compile(
     r"(?i)\b(?:use[ds]?|using|perform\w*|cho(?:se|sen|ose)|select\w*|appl(?:y|ied|ies)|report\w*"
-    r"|measur\w*|comput\w*|experiment\w*)\b"
+    r"|measur\w*|comput\w*|experiment\w*|split\w*)\b"
 )
 
 
@@ -90,7 +103,7 @@ def dataset_names(evidence: Sequence[NumberedEvidence]) -> Callable[[str], int]:
 @dataclass(frozen=True)
 class _Mention:
     key: str
-    name: str
+    names: tuple[str, ...]  # how it is shown, then the ways the text writes it
     size: str
     used_for: str
     use: int  # how clearly used_for says how it is used: 2 trained/evaluated..., 1 used/chosen..., 0
@@ -113,10 +126,11 @@ def datasets(evidence: Sequence[NumberedEvidence]) -> tuple[DatasetMention, ...]
 
 
 def _merged(group: list[_Mention], quoted: Sequence[Quote]) -> DatasetMention:
-    name = next(m.name for m in group if m.strong)
+    name = next(m.names[0] for m in group if m.strong)
     size = next((m.size for m in group if m.size), "")
     best = min(group, key=lambda m: (-m.use, m.order))
-    pattern = re.compile(rf"(?<![\w-]){re.escape(name)}(?![\w-])")
+    written = sorted({n for m in group for n in m.names[1:]}, key=lambda n: (-len(n), n))
+    pattern = re.compile(r"(?<![\w-])(?:" + "|".join(map(re.escape, written)) + r")(?![\w-])")
     named = [q for q in quoted if pattern.search(q.text)]
     refs = sorted({(m.order[0], m.ref) for m in group} | {(q.rank, q.ref) for q in named})
     used_for = best.used_for if best.use else ""
@@ -129,13 +143,24 @@ class _Found:
     start: int
     size: str
     strong: bool
+    suffix: str = ""  # a capitalised cue that ends the name: "Stanford Question Answering Dataset"
+    alias: str = ""  # the abbreviation given in brackets: "SQuAD"
+
+    @property
+    def display(self) -> str:
+        full = f"{self.name} {self.suffix}" if self.suffix else self.name
+        return f"{full} ({self.alias})" if self.alias else full
+
+    @property
+    def key(self) -> str:
+        return (self.alias or self.display).lower()
 
 
 def _mentions(q: Quote) -> list[_Mention]:
     text = q.text
     candidates = (*_before_cue(text), *_after_cue(text), *_holding(text), *_weak(text))
     found = [c for f in candidates if (c := _clean(f, text))]
-    keys = {f.name.lower() for f in found}
+    keys = {f.key for f in found}
     # A sentence that names one dataset and gives one size gives that dataset's size.
     sizes = [m.group(0) for m in _SIZE_RE.finditer(text)]
     alone = sizes[0] if len(keys) == 1 and len(sizes) == 1 else ""
@@ -143,16 +168,38 @@ def _mentions(q: Quote) -> list[_Mention]:
     for f in found:
         used_for, use = _use(text, f.start)
         order = (q.rank, q.position, f.start)
-        out.append(_Mention(f.name.lower(), f.name, f.size or alone, used_for, use, q.ref, order, f.strong))
+        names = tuple(n for n in (f.display, f.name, f.alias) if n)
+        out.append(_Mention(f.key, names, f.size or alone, used_for, use, q.ref, order, f.strong))
     return out
 
 
 def _before_cue(text: str) -> list[_Found]:
-    return [_Found(m.group("name"), m.start("name"), "", True) for m in _BEFORE_CUE.finditer(text)]
+    out = []
+    for m in _BEFORE_CUE.finditer(text):
+        cue, alias = m.group("cue"), m.group("abbr") or m.group("after") or ""
+        suffix = cue if cue[0].isupper() and not m.group("abbr") else ""
+        out.append(_Found(m.group("name"), m.start("name"), "", True, suffix, alias))
+        if _PLURAL.search(m.group("cue")):
+            out.extend(_coordinated(text, m.start("name")))
+    return out
+
+
+def _coordinated(text: str, end: int) -> list[_Found]:
+    """The names listed before the one at `end` that a plural cue follows ("A, B and C datasets")."""
+    out: list[_Found] = []
+    while len(out) < 8 and (separator := _SEPARATOR_BEFORE.search(text, 0, end)):
+        name = _NAME_BEFORE.search(text, 0, separator.start())
+        if not name:
+            break
+        out.append(_Found(name.group("name"), name.start("name"), "", True))
+        end = name.start()
+    return out
 
 
 def _after_cue(text: str) -> list[_Found]:
-    return [f for m in _AFTER_CUE.finditer(text) for f in _listed(text, m.end(), strong=True)]
+    strong = [f for m in _AFTER_CUE.finditer(text) for f in _listed(text, m.end(), strong=True)]
+    plain = [f for m in _AFTER_CUE_PLAIN.finditer(text) for f in _listed(text, m.end(), strong=False)]
+    return strong + plain
 
 
 def _weak(text: str) -> list[_Found]:
@@ -196,7 +243,7 @@ def _clean(found: _Found, text: str) -> _Found | None:
     plain = all(t[1:].islower() and t.isalpha() for t in tokens)
     if opens and plain:
         return None
-    return _Found(name, start, found.size, found.strong)
+    return replace(found, name=name, start=start)
 
 
 def _use(text: str, offset: int) -> tuple[str, int]:

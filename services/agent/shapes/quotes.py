@@ -80,13 +80,25 @@ def _words(text: str) -> frozenset[str]:
     return frozenset(content_words(text))
 
 
+_DERIVED = ("ability", "ibility", "ation", "ment", "ness", "able", "ible", "ity", "ion", "est", "er", "e")
+
+
+def _root(word: str) -> str:
+    """A stemmed word without one derivational ending, when four letters stay: scalability, scale
+    and scalable meet in "scal"; faster and fast in "fast"."""
+    for ending in _DERIVED:
+        if word.endswith(ending) and len(word) - len(ending) >= 4:
+            return word[: -len(ending)]
+    return word
+
+
 def close(a: str, b: str) -> bool:
-    """Whether two stemmed words are close forms of each other: equal, or one begins the other
-    and is at least four letters long (fast/faster, speed/speedup, cheap/cheaper)."""
+    """Whether two stemmed words are close forms of each other: the same root, or one root begins
+    the other and is at least five letters long (speed/speedup)."""
     if a == b:
         return True
-    short, long = sorted((a, b), key=len)
-    return len(short) >= 4 and long.startswith(short)
+    short, long = sorted((_root(a), _root(b)), key=len)
+    return short == long or (len(short) >= 5 and long.startswith(short))
 
 
 def covered(wanted: Iterable[str], have: Iterable[str]) -> int:
@@ -114,19 +126,42 @@ def mentions(text: str, name: str) -> bool:
 
 def clauses(sentence: str) -> list[tuple[int, int]]:
     """Spans of the sentence's clauses: it is cut at `,` `;` `:` followed by a space, outside
-    brackets; a span leaves out the spaces around it and the mark that cut it."""
+    brackets, except at the commas of a list ("train, dev and test sets"); a span leaves out the
+    spaces around it and the mark that cut it."""
+    marks = _marks(sentence)
     spans: list[tuple[int, int]] = []
-    start, depth = 0, 0
+    start = 0
+    for n, i in enumerate(marks):
+        end = marks[n + 1] if n + 1 < len(marks) else len(sentence)
+        if sentence[i] == "," and _listed(sentence[i + 1 : end]):
+            continue
+        spans.extend(_span(sentence, start, i))
+        start = i + 1
+    spans.extend(_span(sentence, start, len(sentence)))
+    return spans
+
+
+def _marks(sentence: str) -> list[int]:
+    """Offsets of the `,` `;` `:` that may end a clause: followed by a space, outside brackets."""
+    out, depth = [], 0
     for i, ch in enumerate(sentence):
         if ch in "([":
             depth += 1
         elif ch in ")]":
             depth = max(0, depth - 1)
         elif depth == 0 and ch in ",;:" and sentence[i + 1 : i + 2].isspace():
-            spans.extend(_span(sentence, start, i))
-            start = i + 1
-    spans.extend(_span(sentence, start, len(sentence)))
-    return spans
+            out.append(i)
+    return out
+
+
+_BRACKETED = re.compile(r"\([^()]*\)|\[[^\[\]]*\]")
+
+
+def _listed(segment: str) -> bool:
+    """Whether what follows a comma is an item of a list: a word or two, or a few words that
+    close it with "and"/"or" (brackets aside)."""
+    tokens = [t for t in _BRACKETED.sub(" ", segment).split() if any(ch.isalnum() for ch in t)]
+    return len(tokens) <= 2 or (len(tokens) <= 4 and any(t in ("and", "or") for t in tokens))
 
 
 def _span(sentence: str, a: int, b: int) -> list[tuple[int, int]]:

@@ -20,7 +20,7 @@ def reproduce_checklist(question: str, evidence: Sequence[NumberedEvidence]) -> 
     def data(q: Quote) -> float:
         cues = signals.data(q.text)
         names = named(q.text)
-        return 2 * names + cues + 2 * signals.availability(q.text) if names or cues else 0
+        return 2 * names + cues + 4 * signals.availability(q.text) if names or cues else 0
 
     scorers: dict[str, Callable[[Quote], float]] = {
         "Code": lambda q: signals.code(q.text),

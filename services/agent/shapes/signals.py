@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from ragstack.text import STOPWORDS
+
 _STEP_VERB = re.compile(
     r"(?i)\b(?:train(?:ed|s)?|fine-?tun(?:e|ed|es)|pre-?train(?:ed|s)?|appl(?:y|ied|ies)|comput(?:e|ed|es)"
     r"|split(?:s)?|annotat(?:e|ed|es)|pick(?:ed|s)?|cho(?:se|sen|ose)|select(?:ed|s)?|evaluat(?:e|ed|es)"
@@ -19,6 +21,19 @@ _STEP_VERB = re.compile(
 _SEQUENCE = re.compile(
     r"(?i)(?:^|[.;:,]\s+|\b)(?:first(?:ly)?|second(?:ly)?|then|next|finally|afterwards|subsequently"
     r"|after\s+that|step\s+\d+)\b"
+)
+# An instruction: a verb that opens the sentence (after a sequence word, if any) and takes an
+# object ("Mix the flour", "Then knead the dough", "Tighten all nuts").
+_IMPERATIVE = re.compile(
+    r"^(?:(?:first(?:ly)?|then|next|finally|afterwards|now|second(?:ly)?)\s*,?\s+)?(?P<verb>[A-Za-z]+)\s+"
+    r"(?:the|a|an|all|each|every|your|it|them|this|these|those|both|any|some)\b",
+    re.I,
+)
+_NOT_VERBS = frozenset(
+    """after before during within without under over since unlike despite because although though
+    unless until once about across against along among around behind below beneath beside between
+    beyond inside near onto outside through throughout toward towards upon via also only even just
+    both all each every such like here now thus hence however therefore note""".split()
 )
 _WE = re.compile(r"\b(?:[Ww]e|[Oo]ur)\b")
 # A sentence that reports an outcome rather than what was done.
@@ -76,10 +91,19 @@ def _count(pattern: re.Pattern[str], text: str) -> int:
     return len(pattern.findall(text))
 
 
+def imperative(text: str) -> bool:
+    m = _IMPERATIVE.match(text)
+    if not m:
+        return False
+    verb = m.group("verb").lower()
+    return verb not in STOPWORDS and verb not in _NOT_VERBS and not verb.endswith("ly")
+
+
 def step(text: str) -> int:
-    """Procedure: a verb of doing (trained, applied, computed...), more when "we" do it or it is
-    put in sequence (first, then, finally); none for a sentence that reports an outcome."""
-    verbs = _count(_STEP_VERB, text)
+    """Procedure: a verb of doing (trained, applied, computed...) or an instruction ("Mix the
+    flour"), more when "we" do it or it is put in sequence (first, then, finally); none for a
+    sentence that reports an outcome."""
+    verbs = _count(_STEP_VERB, text) + imperative(text)
     if not verbs or (_RESULT.search(text) and not _WE.search(text)):
         return 0
     return min(verbs, 3) + bool(_WE.search(text)) + bool(_SEQUENCE.search(text))
