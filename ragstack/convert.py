@@ -37,6 +37,25 @@ _STAGE_TO_PB = {
 _STAGE_FROM_PB = {v: k for k, v in _STAGE_TO_PB.items()}
 
 
+_QUERY_MODE_TO_PB = {
+    d.QueryMode.AUTO: agent_pb2.QUERY_MODE_UNSPECIFIED,
+    d.QueryMode.GENERAL: agent_pb2.QUERY_MODE_GENERAL,
+    d.QueryMode.COMPARE: agent_pb2.QUERY_MODE_COMPARE,
+    d.QueryMode.METHODOLOGY: agent_pb2.QUERY_MODE_METHODOLOGY,
+    d.QueryMode.DATASETS: agent_pb2.QUERY_MODE_DATASETS,
+    d.QueryMode.REPRODUCE: agent_pb2.QUERY_MODE_REPRODUCE,
+}
+_QUERY_MODE_FROM_PB: dict[int, d.QueryMode] = {int(v): k for k, v in _QUERY_MODE_TO_PB.items()}
+
+
+def query_mode_to_pb(mode: d.QueryMode) -> agent_pb2.QueryMode:
+    return _QUERY_MODE_TO_PB[mode]
+
+
+def query_mode_from_pb(value: int) -> d.QueryMode:
+    return _QUERY_MODE_FROM_PB.get(value, d.QueryMode.AUTO)
+
+
 def mode_to_pb(mode: d.SearchMode) -> common_pb2.SearchMode:
     return _MODE_TO_PB[mode]
 
@@ -283,6 +302,7 @@ def ask_event_to_pb(event: d.AskEvent) -> agent_pb2.AskResponse:
                     standalone_question=event.standalone_question,
                     top_k=event.top_k,
                     chains_facts=event.chains_facts,
+                    query_mode=query_mode_to_pb(event.query_mode),
                 )
             )
         case d.ToolCallEvent():
@@ -341,6 +361,7 @@ def ask_event_from_pb(pb: agent_pb2.AskResponse) -> d.AskEvent:
             r.standalone_question,
             r.top_k,
             r.chains_facts,
+            query_mode_from_pb(r.query_mode),
         )
     if kind == "tool_call":
         t = pb.tool_call

@@ -20,6 +20,17 @@ class SearchMode(enum.StrEnum):
     SQL = "sql"  # the agent only: read-only SQL over the attached databases
 
 
+class QueryMode(enum.StrEnum):
+    """The answer's shape (AskRequest.query_mode); AUTO lets the router choose."""
+
+    AUTO = "auto"
+    GENERAL = "general"
+    COMPARE = "compare"
+    METHODOLOGY = "methodology"
+    DATASETS = "datasets"
+    REPRODUCE = "reproduce"
+
+
 class Verdict(enum.StrEnum):
     SUPPORTED = "supported"
     PARTIAL = "partial"
@@ -409,6 +420,7 @@ class RouteEvent:
     standalone_question: str = ""  # a session's follow-up as retrieval used it
     top_k: int = 0  # hits per search the route chose; 0: the request's or the configured
     chains_facts: bool = False  # search again from what the first search found (bridge searches)
+    query_mode: QueryMode = QueryMode.GENERAL  # the answer's shape, as asked or as the router chose
 
 
 @dataclass(frozen=True)

@@ -14,13 +14,14 @@ from typing import Any, Required, TypedDict
 SCHEMA_VERSION = 1
 
 
-class RouteRecord(TypedDict):
-    mode: str
-    classifier: str
-    reason: str
-    sub_questions: list[str]
-    standalone_question: str
-    top_k: int
+class RouteRecord(TypedDict, total=False):
+    mode: Required[str]
+    classifier: Required[str]
+    reason: Required[str]
+    sub_questions: Required[list[str]]
+    standalone_question: Required[str]
+    top_k: Required[int]
+    query_mode: str  # the answer's shape (traces from before query modes have none)
 
 
 class HitRecord(TypedDict):

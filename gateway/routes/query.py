@@ -12,7 +12,7 @@ from sse_starlette.sse import EventSourceResponse
 
 from gateway.deps import CallerOf, Clients
 from gateway.encoding import event_json, sse
-from ragstack.domain import SearchMode
+from ragstack.domain import QueryMode, SearchMode
 
 router = APIRouter(tags=["query"])
 tracer = trace.get_tracer("ragstack.gateway")
@@ -27,6 +27,12 @@ class QueryRequest(BaseModel):
         "auto", description="Retrieval strategy (graph: graph local search; sql: the attached databases)."
     )
     top_k: int = Field(0, ge=0, le=100, description="Chunks to retrieve; 0 means the configured default.")
+    query_mode: Literal["auto", "general", "compare", "methodology", "datasets", "reproduce"] = Field(
+        "auto",
+        description="The answer's shape: a few cited sentences (general), a table across documents "
+        "(compare), steps/settings/data (methodology), the datasets named (datasets), a reproduction "
+        "checklist (reproduce); auto lets the router choose.",
+    )
     session_id: str = Field(
         "",
         max_length=128,
@@ -62,6 +68,7 @@ async def query(body: QueryRequest, request: Request, upstreams: Clients, caller
                 body.top_k,
                 body.session_id,
                 skip_memory=body.skip_memory,
+                query_mode=QueryMode(body.query_mode),
             ):
                 yield response
 

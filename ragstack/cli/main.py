@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from ragstack.config import SERVICE_NAMES, Config, default_config_path, load_config
-from ragstack.domain import SearchMode
+from ragstack.domain import QueryMode, SearchMode
 from ragstack.errors import RagstackError
 
 
@@ -153,17 +153,31 @@ def ingest(
     help="Retrieval strategy; auto lets the router choose.",
 )
 @click.option("-k", "--top-k", type=int, default=0, help="Chunks to retrieve (default from config).")
+@click.option(
+    "--query-mode",
+    type=click.Choice([m.value for m in QueryMode]),
+    default="auto",
+    help="The answer's shape: general, compare (a table), methodology, datasets, reproduce "
+    "(a checklist); auto lets the router choose.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the final answer event as JSON.")
 @click.option("-s", "--session", default="", help="Continue this conversation (follow-ups are rewritten).")
 @click.pass_context
 def ask(
-    ctx: click.Context, question: str, library: str, mode: str, top_k: int, as_json: bool, session: str
+    ctx: click.Context,
+    question: str,
+    library: str,
+    mode: str,
+    top_k: int,
+    query_mode: str,
+    as_json: bool,
+    session: str,
 ) -> None:
     """Answer QUESTION with citations and the verification manifest."""
     from ragstack.cli.output import ask_and_print
 
     cfg = _config(ctx)
-    _run(ask_and_print(cfg, question, library, mode, top_k, as_json, session))
+    _run(ask_and_print(cfg, question, library, mode, top_k, as_json, session, QueryMode(query_mode)))
 
 
 def _evaluate(

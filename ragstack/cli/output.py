@@ -101,13 +101,22 @@ def _short(source: str, width: int = 48) -> str:
 
 
 async def ask_and_print(
-    cfg: Config, question: str, library: str, mode: str, top_k: int, as_json: bool, session_id: str = ""
+    cfg: Config,
+    question: str,
+    library: str,
+    mode: str,
+    top_k: int,
+    as_json: bool,
+    session_id: str = "",
+    query_mode: d.QueryMode = d.QueryMode.AUTO,
 ) -> None:
     console = Console()
     done: d.DoneEvent | None = None
     async with connect(cfg, needed=("agent",), start=("retrieve", "verify", "agent")) as session:
         client = AgentClient(session.channels["agent"], cfg.deadlines.agent_s)
-        async for event in client.ask(question, library, d.SearchMode(mode), top_k, session_id):
+        async for event in client.ask(
+            question, library, d.SearchMode(mode), top_k, session_id, query_mode=query_mode
+        ):
             if isinstance(event, d.DoneEvent):
                 done = event
     if done is None:

@@ -195,7 +195,7 @@ def _report(dataset: str, mode: str, rows: list[dict[str, Any]]) -> dict[str, An
             supporting_recall=_mean([r["supporting_share"] for r in supported]),
         )
     report["evidence_chunks_mean"] = _mean([float(r["evidence"]) for r in rows])
-    active = [r["active"] for r in rows if r["active"] is not None]
+    active = [r["active"] for r in rows if r.get("active") is not None]
     if active:  # generation.active_retrieval_rounds was on
         report["active_retrieval"] = {
             "searched": sum(1 for a in active if a.rounds),

@@ -258,6 +258,7 @@ class AgentClient:
         session_id: str = "",
         *,
         skip_memory: bool = False,
+        query_mode: d.QueryMode = d.QueryMode.AUTO,
     ) -> AsyncIterator[agent_pb2.AskResponse]:
         """The raw event stream (the gateway relays it as JSON)."""
         req = agent_pb2.AskRequest(
@@ -267,6 +268,7 @@ class AgentClient:
             top_k=top_k,
             session_id=session_id,
             skip_memory=skip_memory,
+            query_mode=convert.query_mode_to_pb(query_mode),
         )
         async for event in _stream(self._stub.Ask(req, timeout=self._deadline)):
             yield event
@@ -280,8 +282,11 @@ class AgentClient:
         session_id: str = "",
         *,
         skip_memory: bool = False,
+        query_mode: d.QueryMode = d.QueryMode.AUTO,
     ) -> AsyncIterator[d.AskEvent]:
-        async for pb in self.ask_pb(question, library, mode, top_k, session_id, skip_memory=skip_memory):
+        async for pb in self.ask_pb(
+            question, library, mode, top_k, session_id, skip_memory=skip_memory, query_mode=query_mode
+        ):
             yield convert.ask_event_from_pb(pb)
 
     async def send_feedback(self, trace_id: str, rating: str, comment: str = "") -> d.Feedback:

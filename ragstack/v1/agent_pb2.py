@@ -25,15 +25,17 @@ _sym_db = _symbol_database.Default()
 from ragstack.v1 import common_pb2 as ragstack_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17ragstack/v1/agent.proto\x12\x0bragstack.v1\x1a\x18ragstack/v1/common.proto\"]\n\x13SendFeedbackRequest\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12#\n\x06rating\x18\x02 \x01(\x0e\x32\x13.ragstack.v1.Rating\x12\x0f\n\x07\x63omment\x18\x03 \x01(\t\"?\n\x14SendFeedbackResponse\x12\'\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x01 \x01(\x0b\x32\x15.ragstack.v1.Feedback\"5\n\x13ListFeedbackRequest\x12\r\n\x05limit\x18\x01 \x01(\x05\x12\x0f\n\x07library\x18\x02 \x01(\t\"?\n\x14ListFeedbackResponse\x12\'\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x01 \x03(\x0b\x32\x15.ragstack.v1.Feedback\"\x9c\x01\n\x08\x46\x65\x65\x64\x62\x61\x63k\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12#\n\x06rating\x18\x02 \x01(\x0e\x32\x13.ragstack.v1.Rating\x12\x0f\n\x07\x63omment\x18\x03 \x01(\t\x12\x11\n\tprincipal\x18\x04 \x01(\t\x12\x10\n\x08question\x18\x05 \x01(\t\x12\x0f\n\x07library\x18\x06 \x01(\t\x12\x12\n\ncreated_at\x18\x07 \x01(\t\"\x8e\x01\n\nAskRequest\x12\x10\n\x08question\x18\x01 \x01(\t\x12\x0f\n\x07library\x18\x02 \x01(\t\x12%\n\x04mode\x18\x03 \x01(\x0e\x32\x17.ragstack.v1.SearchMode\x12\r\n\x05top_k\x18\x04 \x01(\x05\x12\x12\n\nsession_id\x18\x05 \x01(\t\x12\x13\n\x0bskip_memory\x18\x06 \x01(\x08\"\x1e\n\nStartEvent\x12\x10\n\x08trace_id\x18\x01 \x01(\t\"\xb0\x01\n\nRouteEvent\x12%\n\x04mode\x18\x01 \x01(\x0e\x32\x17.ragstack.v1.SearchMode\x12\x12\n\nclassifier\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x15\n\rsub_questions\x18\x04 \x03(\t\x12\x1b\n\x13standalone_question\x18\x05 \x01(\t\x12\r\n\x05top_k\x18\x06 \x01(\x05\x12\x14\n\x0c\x63hains_facts\x18\x07 \x01(\x08\"\\\n\rToolCallEvent\x12\x0c\n\x04tool\x18\x01 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x02 \x01(\t\x12\x14\n\x0cresult_count\x18\x03 \x01(\x05\x12\x0f\n\x07took_ms\x18\x04 \x01(\x02\"S\n\rEvidenceEvent\x12$\n\x04hits\x18\x01 \x03(\x0b\x32\x16.ragstack.v1.SearchHit\x12\r\n\x05grade\x18\x02 \x01(\t\x12\r\n\x05score\x18\x03 \x01(\x02\"\x1a\n\nDeltaEvent\x12\x0c\n\x04text\x18\x01 \x01(\t\"<\n\x11VerificationEvent\x12\'\n\x08manifest\x18\x01 \x01(\x0b\x32\x15.ragstack.v1.Manifest\"\x8e\x02\n\tDoneEvent\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12\x0e\n\x06\x61nswer\x18\x02 \x01(\t\x12(\n\tcitations\x18\x03 \x03(\x0b\x32\x15.ragstack.v1.Citation\x12\x12\n\nconfidence\x18\x04 \x01(\x02\x12\x11\n\tabstained\x18\x05 \x01(\x08\x12\x11\n\tgenerator\x18\x06 \x01(\t\x12\'\n\x08manifest\x18\x07 \x01(\x0b\x32\x15.ragstack.v1.Manifest\x12\x1a\n\x12\x65vidence_chunk_ids\x18\x08 \x03(\t\x12\x36\n\x10\x61\x63tive_retrieval\x18\t \x01(\x0b\x32\x1c.ragstack.v1.ActiveRetrieval\"^\n\x0f\x41\x63tiveRetrieval\x12\x0e\n\x06rounds\x18\x01 \x01(\x05\x12\x0f\n\x07queries\x18\x02 \x03(\t\x12\x17\n\x0f\x61\x64\x64\x65\x64_chunk_ids\x18\x03 \x03(\t\x12\x11\n\tredrafted\x18\x04 \x01(\x08\"\xd5\x02\n\x0b\x41skResponse\x12(\n\x05start\x18\x01 \x01(\x0b\x32\x17.ragstack.v1.StartEventH\x00\x12(\n\x05route\x18\x02 \x01(\x0b\x32\x17.ragstack.v1.RouteEventH\x00\x12/\n\ttool_call\x18\x03 \x01(\x0b\x32\x1a.ragstack.v1.ToolCallEventH\x00\x12.\n\x08\x65vidence\x18\x04 \x01(\x0b\x32\x1a.ragstack.v1.EvidenceEventH\x00\x12(\n\x05\x64\x65lta\x18\x05 \x01(\x0b\x32\x17.ragstack.v1.DeltaEventH\x00\x12\x36\n\x0cverification\x18\x06 \x01(\x0b\x32\x1e.ragstack.v1.VerificationEventH\x00\x12&\n\x04\x64one\x18\x07 \x01(\x0b\x32\x16.ragstack.v1.DoneEventH\x00\x42\x07\n\x05\x65vent\"#\n\x0fGetTraceRequest\x12\x10\n\x08trace_id\x18\x01 \x01(\t\"&\n\x10GetTraceResponse\x12\x12\n\ntrace_json\x18\x01 \x01(\t\"$\n\x13ListSessionsRequest\x12\r\n\x05limit\x18\x01 \x01(\x05\">\n\x14ListSessionsResponse\x12&\n\x08sessions\x18\x01 \x03(\x0b\x32\x14.ragstack.v1.Session\"W\n\x07Session\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\r\n\x05turns\x18\x02 \x01(\x05\x12\x15\n\rlast_question\x18\x03 \x01(\t\x12\x12\n\nupdated_at\x18\x04 \x01(\t*@\n\x06Rating\x12\x16\n\x12RATING_UNSPECIFIED\x10\x00\x12\r\n\tRATING_UP\x10\x01\x12\x0f\n\x0bRATING_DOWN\x10\x02\x32\x92\x03\n\x0c\x41gentService\x12:\n\x03\x41sk\x12\x17.ragstack.v1.AskRequest\x1a\x18.ragstack.v1.AskResponse0\x01\x12G\n\x08GetTrace\x12\x1c.ragstack.v1.GetTraceRequest\x1a\x1d.ragstack.v1.GetTraceResponse\x12S\n\x0cListSessions\x12 .ragstack.v1.ListSessionsRequest\x1a!.ragstack.v1.ListSessionsResponse\x12S\n\x0cSendFeedback\x12 .ragstack.v1.SendFeedbackRequest\x1a!.ragstack.v1.SendFeedbackResponse\x12S\n\x0cListFeedback\x12 .ragstack.v1.ListFeedbackRequest\x1a!.ragstack.v1.ListFeedbackResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17ragstack/v1/agent.proto\x12\x0bragstack.v1\x1a\x18ragstack/v1/common.proto\"]\n\x13SendFeedbackRequest\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12#\n\x06rating\x18\x02 \x01(\x0e\x32\x13.ragstack.v1.Rating\x12\x0f\n\x07\x63omment\x18\x03 \x01(\t\"?\n\x14SendFeedbackResponse\x12\'\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x01 \x01(\x0b\x32\x15.ragstack.v1.Feedback\"5\n\x13ListFeedbackRequest\x12\r\n\x05limit\x18\x01 \x01(\x05\x12\x0f\n\x07library\x18\x02 \x01(\t\"?\n\x14ListFeedbackResponse\x12\'\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x01 \x03(\x0b\x32\x15.ragstack.v1.Feedback\"\x9c\x01\n\x08\x46\x65\x65\x64\x62\x61\x63k\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12#\n\x06rating\x18\x02 \x01(\x0e\x32\x13.ragstack.v1.Rating\x12\x0f\n\x07\x63omment\x18\x03 \x01(\t\x12\x11\n\tprincipal\x18\x04 \x01(\t\x12\x10\n\x08question\x18\x05 \x01(\t\x12\x0f\n\x07library\x18\x06 \x01(\t\x12\x12\n\ncreated_at\x18\x07 \x01(\t\"\xba\x01\n\nAskRequest\x12\x10\n\x08question\x18\x01 \x01(\t\x12\x0f\n\x07library\x18\x02 \x01(\t\x12%\n\x04mode\x18\x03 \x01(\x0e\x32\x17.ragstack.v1.SearchMode\x12\r\n\x05top_k\x18\x04 \x01(\x05\x12\x12\n\nsession_id\x18\x05 \x01(\t\x12\x13\n\x0bskip_memory\x18\x06 \x01(\x08\x12*\n\nquery_mode\x18\x07 \x01(\x0e\x32\x16.ragstack.v1.QueryMode\"\x1e\n\nStartEvent\x12\x10\n\x08trace_id\x18\x01 \x01(\t\"\xdc\x01\n\nRouteEvent\x12%\n\x04mode\x18\x01 \x01(\x0e\x32\x17.ragstack.v1.SearchMode\x12\x12\n\nclassifier\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x15\n\rsub_questions\x18\x04 \x03(\t\x12\x1b\n\x13standalone_question\x18\x05 \x01(\t\x12\r\n\x05top_k\x18\x06 \x01(\x05\x12\x14\n\x0c\x63hains_facts\x18\x07 \x01(\x08\x12*\n\nquery_mode\x18\x08 \x01(\x0e\x32\x16.ragstack.v1.QueryMode\"\\\n\rToolCallEvent\x12\x0c\n\x04tool\x18\x01 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x02 \x01(\t\x12\x14\n\x0cresult_count\x18\x03 \x01(\x05\x12\x0f\n\x07took_ms\x18\x04 \x01(\x02\"S\n\rEvidenceEvent\x12$\n\x04hits\x18\x01 \x03(\x0b\x32\x16.ragstack.v1.SearchHit\x12\r\n\x05grade\x18\x02 \x01(\t\x12\r\n\x05score\x18\x03 \x01(\x02\"\x1a\n\nDeltaEvent\x12\x0c\n\x04text\x18\x01 \x01(\t\"<\n\x11VerificationEvent\x12\'\n\x08manifest\x18\x01 \x01(\x0b\x32\x15.ragstack.v1.Manifest\"\x8e\x02\n\tDoneEvent\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12\x0e\n\x06\x61nswer\x18\x02 \x01(\t\x12(\n\tcitations\x18\x03 \x03(\x0b\x32\x15.ragstack.v1.Citation\x12\x12\n\nconfidence\x18\x04 \x01(\x02\x12\x11\n\tabstained\x18\x05 \x01(\x08\x12\x11\n\tgenerator\x18\x06 \x01(\t\x12\'\n\x08manifest\x18\x07 \x01(\x0b\x32\x15.ragstack.v1.Manifest\x12\x1a\n\x12\x65vidence_chunk_ids\x18\x08 \x03(\t\x12\x36\n\x10\x61\x63tive_retrieval\x18\t \x01(\x0b\x32\x1c.ragstack.v1.ActiveRetrieval\"^\n\x0f\x41\x63tiveRetrieval\x12\x0e\n\x06rounds\x18\x01 \x01(\x05\x12\x0f\n\x07queries\x18\x02 \x03(\t\x12\x17\n\x0f\x61\x64\x64\x65\x64_chunk_ids\x18\x03 \x03(\t\x12\x11\n\tredrafted\x18\x04 \x01(\x08\"\xd5\x02\n\x0b\x41skResponse\x12(\n\x05start\x18\x01 \x01(\x0b\x32\x17.ragstack.v1.StartEventH\x00\x12(\n\x05route\x18\x02 \x01(\x0b\x32\x17.ragstack.v1.RouteEventH\x00\x12/\n\ttool_call\x18\x03 \x01(\x0b\x32\x1a.ragstack.v1.ToolCallEventH\x00\x12.\n\x08\x65vidence\x18\x04 \x01(\x0b\x32\x1a.ragstack.v1.EvidenceEventH\x00\x12(\n\x05\x64\x65lta\x18\x05 \x01(\x0b\x32\x17.ragstack.v1.DeltaEventH\x00\x12\x36\n\x0cverification\x18\x06 \x01(\x0b\x32\x1e.ragstack.v1.VerificationEventH\x00\x12&\n\x04\x64one\x18\x07 \x01(\x0b\x32\x16.ragstack.v1.DoneEventH\x00\x42\x07\n\x05\x65vent\"#\n\x0fGetTraceRequest\x12\x10\n\x08trace_id\x18\x01 \x01(\t\"&\n\x10GetTraceResponse\x12\x12\n\ntrace_json\x18\x01 \x01(\t\"$\n\x13ListSessionsRequest\x12\r\n\x05limit\x18\x01 \x01(\x05\">\n\x14ListSessionsResponse\x12&\n\x08sessions\x18\x01 \x03(\x0b\x32\x14.ragstack.v1.Session\"W\n\x07Session\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\r\n\x05turns\x18\x02 \x01(\x05\x12\x15\n\rlast_question\x18\x03 \x01(\t\x12\x12\n\nupdated_at\x18\x04 \x01(\t*@\n\x06Rating\x12\x16\n\x12RATING_UNSPECIFIED\x10\x00\x12\r\n\tRATING_UP\x10\x01\x12\x0f\n\x0bRATING_DOWN\x10\x02*\xa6\x01\n\tQueryMode\x12\x1a\n\x16QUERY_MODE_UNSPECIFIED\x10\x00\x12\x16\n\x12QUERY_MODE_GENERAL\x10\x01\x12\x16\n\x12QUERY_MODE_COMPARE\x10\x02\x12\x1a\n\x16QUERY_MODE_METHODOLOGY\x10\x03\x12\x17\n\x13QUERY_MODE_DATASETS\x10\x04\x12\x18\n\x14QUERY_MODE_REPRODUCE\x10\x05\x32\x92\x03\n\x0c\x41gentService\x12:\n\x03\x41sk\x12\x17.ragstack.v1.AskRequest\x1a\x18.ragstack.v1.AskResponse0\x01\x12G\n\x08GetTrace\x12\x1c.ragstack.v1.GetTraceRequest\x1a\x1d.ragstack.v1.GetTraceResponse\x12S\n\x0cListSessions\x12 .ragstack.v1.ListSessionsRequest\x1a!.ragstack.v1.ListSessionsResponse\x12S\n\x0cSendFeedback\x12 .ragstack.v1.SendFeedbackRequest\x1a!.ragstack.v1.SendFeedbackResponse\x12S\n\x0cListFeedback\x12 .ragstack.v1.ListFeedbackRequest\x1a!.ragstack.v1.ListFeedbackResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ragstack.v1.agent_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_RATING']._serialized_start=2111
-  _globals['_RATING']._serialized_end=2175
+  _globals['_RATING']._serialized_start=2199
+  _globals['_RATING']._serialized_end=2263
+  _globals['_QUERYMODE']._serialized_start=2266
+  _globals['_QUERYMODE']._serialized_end=2432
   _globals['_SENDFEEDBACKREQUEST']._serialized_start=66
   _globals['_SENDFEEDBACKREQUEST']._serialized_end=159
   _globals['_SENDFEEDBACKRESPONSE']._serialized_start=161
@@ -45,35 +47,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_FEEDBACK']._serialized_start=347
   _globals['_FEEDBACK']._serialized_end=503
   _globals['_ASKREQUEST']._serialized_start=506
-  _globals['_ASKREQUEST']._serialized_end=648
-  _globals['_STARTEVENT']._serialized_start=650
-  _globals['_STARTEVENT']._serialized_end=680
-  _globals['_ROUTEEVENT']._serialized_start=683
-  _globals['_ROUTEEVENT']._serialized_end=859
-  _globals['_TOOLCALLEVENT']._serialized_start=861
-  _globals['_TOOLCALLEVENT']._serialized_end=953
-  _globals['_EVIDENCEEVENT']._serialized_start=955
-  _globals['_EVIDENCEEVENT']._serialized_end=1038
-  _globals['_DELTAEVENT']._serialized_start=1040
-  _globals['_DELTAEVENT']._serialized_end=1066
-  _globals['_VERIFICATIONEVENT']._serialized_start=1068
-  _globals['_VERIFICATIONEVENT']._serialized_end=1128
-  _globals['_DONEEVENT']._serialized_start=1131
-  _globals['_DONEEVENT']._serialized_end=1401
-  _globals['_ACTIVERETRIEVAL']._serialized_start=1403
-  _globals['_ACTIVERETRIEVAL']._serialized_end=1497
-  _globals['_ASKRESPONSE']._serialized_start=1500
-  _globals['_ASKRESPONSE']._serialized_end=1841
-  _globals['_GETTRACEREQUEST']._serialized_start=1843
-  _globals['_GETTRACEREQUEST']._serialized_end=1878
-  _globals['_GETTRACERESPONSE']._serialized_start=1880
-  _globals['_GETTRACERESPONSE']._serialized_end=1918
-  _globals['_LISTSESSIONSREQUEST']._serialized_start=1920
-  _globals['_LISTSESSIONSREQUEST']._serialized_end=1956
-  _globals['_LISTSESSIONSRESPONSE']._serialized_start=1958
-  _globals['_LISTSESSIONSRESPONSE']._serialized_end=2020
-  _globals['_SESSION']._serialized_start=2022
-  _globals['_SESSION']._serialized_end=2109
-  _globals['_AGENTSERVICE']._serialized_start=2178
-  _globals['_AGENTSERVICE']._serialized_end=2580
+  _globals['_ASKREQUEST']._serialized_end=692
+  _globals['_STARTEVENT']._serialized_start=694
+  _globals['_STARTEVENT']._serialized_end=724
+  _globals['_ROUTEEVENT']._serialized_start=727
+  _globals['_ROUTEEVENT']._serialized_end=947
+  _globals['_TOOLCALLEVENT']._serialized_start=949
+  _globals['_TOOLCALLEVENT']._serialized_end=1041
+  _globals['_EVIDENCEEVENT']._serialized_start=1043
+  _globals['_EVIDENCEEVENT']._serialized_end=1126
+  _globals['_DELTAEVENT']._serialized_start=1128
+  _globals['_DELTAEVENT']._serialized_end=1154
+  _globals['_VERIFICATIONEVENT']._serialized_start=1156
+  _globals['_VERIFICATIONEVENT']._serialized_end=1216
+  _globals['_DONEEVENT']._serialized_start=1219
+  _globals['_DONEEVENT']._serialized_end=1489
+  _globals['_ACTIVERETRIEVAL']._serialized_start=1491
+  _globals['_ACTIVERETRIEVAL']._serialized_end=1585
+  _globals['_ASKRESPONSE']._serialized_start=1588
+  _globals['_ASKRESPONSE']._serialized_end=1929
+  _globals['_GETTRACEREQUEST']._serialized_start=1931
+  _globals['_GETTRACEREQUEST']._serialized_end=1966
+  _globals['_GETTRACERESPONSE']._serialized_start=1968
+  _globals['_GETTRACERESPONSE']._serialized_end=2006
+  _globals['_LISTSESSIONSREQUEST']._serialized_start=2008
+  _globals['_LISTSESSIONSREQUEST']._serialized_end=2044
+  _globals['_LISTSESSIONSRESPONSE']._serialized_start=2046
+  _globals['_LISTSESSIONSRESPONSE']._serialized_end=2108
+  _globals['_SESSION']._serialized_start=2110
+  _globals['_SESSION']._serialized_end=2197
+  _globals['_AGENTSERVICE']._serialized_start=2435
+  _globals['_AGENTSERVICE']._serialized_end=2837
 # @@protoc_insertion_point(module_scope)

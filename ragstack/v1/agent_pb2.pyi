@@ -13,9 +13,24 @@ class Rating(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RATING_UNSPECIFIED: _ClassVar[Rating]
     RATING_UP: _ClassVar[Rating]
     RATING_DOWN: _ClassVar[Rating]
+
+class QueryMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    QUERY_MODE_UNSPECIFIED: _ClassVar[QueryMode]
+    QUERY_MODE_GENERAL: _ClassVar[QueryMode]
+    QUERY_MODE_COMPARE: _ClassVar[QueryMode]
+    QUERY_MODE_METHODOLOGY: _ClassVar[QueryMode]
+    QUERY_MODE_DATASETS: _ClassVar[QueryMode]
+    QUERY_MODE_REPRODUCE: _ClassVar[QueryMode]
 RATING_UNSPECIFIED: Rating
 RATING_UP: Rating
 RATING_DOWN: Rating
+QUERY_MODE_UNSPECIFIED: QueryMode
+QUERY_MODE_GENERAL: QueryMode
+QUERY_MODE_COMPARE: QueryMode
+QUERY_MODE_METHODOLOGY: QueryMode
+QUERY_MODE_DATASETS: QueryMode
+QUERY_MODE_REPRODUCE: QueryMode
 
 class SendFeedbackRequest(_message.Message):
     __slots__ = ("trace_id", "rating", "comment")
@@ -66,20 +81,22 @@ class Feedback(_message.Message):
     def __init__(self, trace_id: _Optional[str] = ..., rating: _Optional[_Union[Rating, str]] = ..., comment: _Optional[str] = ..., principal: _Optional[str] = ..., question: _Optional[str] = ..., library: _Optional[str] = ..., created_at: _Optional[str] = ...) -> None: ...
 
 class AskRequest(_message.Message):
-    __slots__ = ("question", "library", "mode", "top_k", "session_id", "skip_memory")
+    __slots__ = ("question", "library", "mode", "top_k", "session_id", "skip_memory", "query_mode")
     QUESTION_FIELD_NUMBER: _ClassVar[int]
     LIBRARY_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     SKIP_MEMORY_FIELD_NUMBER: _ClassVar[int]
+    QUERY_MODE_FIELD_NUMBER: _ClassVar[int]
     question: str
     library: str
     mode: _common_pb2.SearchMode
     top_k: int
     session_id: str
     skip_memory: bool
-    def __init__(self, question: _Optional[str] = ..., library: _Optional[str] = ..., mode: _Optional[_Union[_common_pb2.SearchMode, str]] = ..., top_k: _Optional[int] = ..., session_id: _Optional[str] = ..., skip_memory: _Optional[bool] = ...) -> None: ...
+    query_mode: QueryMode
+    def __init__(self, question: _Optional[str] = ..., library: _Optional[str] = ..., mode: _Optional[_Union[_common_pb2.SearchMode, str]] = ..., top_k: _Optional[int] = ..., session_id: _Optional[str] = ..., skip_memory: _Optional[bool] = ..., query_mode: _Optional[_Union[QueryMode, str]] = ...) -> None: ...
 
 class StartEvent(_message.Message):
     __slots__ = ("trace_id",)
@@ -88,7 +105,7 @@ class StartEvent(_message.Message):
     def __init__(self, trace_id: _Optional[str] = ...) -> None: ...
 
 class RouteEvent(_message.Message):
-    __slots__ = ("mode", "classifier", "reason", "sub_questions", "standalone_question", "top_k", "chains_facts")
+    __slots__ = ("mode", "classifier", "reason", "sub_questions", "standalone_question", "top_k", "chains_facts", "query_mode")
     MODE_FIELD_NUMBER: _ClassVar[int]
     CLASSIFIER_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
@@ -96,6 +113,7 @@ class RouteEvent(_message.Message):
     STANDALONE_QUESTION_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
     CHAINS_FACTS_FIELD_NUMBER: _ClassVar[int]
+    QUERY_MODE_FIELD_NUMBER: _ClassVar[int]
     mode: _common_pb2.SearchMode
     classifier: str
     reason: str
@@ -103,7 +121,8 @@ class RouteEvent(_message.Message):
     standalone_question: str
     top_k: int
     chains_facts: bool
-    def __init__(self, mode: _Optional[_Union[_common_pb2.SearchMode, str]] = ..., classifier: _Optional[str] = ..., reason: _Optional[str] = ..., sub_questions: _Optional[_Iterable[str]] = ..., standalone_question: _Optional[str] = ..., top_k: _Optional[int] = ..., chains_facts: _Optional[bool] = ...) -> None: ...
+    query_mode: QueryMode
+    def __init__(self, mode: _Optional[_Union[_common_pb2.SearchMode, str]] = ..., classifier: _Optional[str] = ..., reason: _Optional[str] = ..., sub_questions: _Optional[_Iterable[str]] = ..., standalone_question: _Optional[str] = ..., top_k: _Optional[int] = ..., chains_facts: _Optional[bool] = ..., query_mode: _Optional[_Union[QueryMode, str]] = ...) -> None: ...
 
 class ToolCallEvent(_message.Message):
     __slots__ = ("tool", "arguments_json", "result_count", "took_ms")

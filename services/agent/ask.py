@@ -82,9 +82,11 @@ class Agent:
         session_id: str = "",
         *,
         skip_memory: bool = False,
+        query_mode: d.QueryMode = d.QueryMode.AUTO,
     ) -> AsyncIterator[d.AskEvent]:
         """`skip_memory`: answer on its own, neither recalling similar earlier questions nor
-        remembering this one (evaluations, batch runs)."""
+        remembering this one (evaluations, batch runs); `query_mode`: the answer's shape (AUTO: the
+        router chooses)."""
         question = question.strip()
         if not question:
             raise InvalidArgument("question is empty")
@@ -102,6 +104,7 @@ class Agent:
                 caller.name,
                 session_key(caller.name, session_id) if session_id else "",
                 memory=self._gen.recall_memory and not skip_memory and self._sessions is not None,
+                query_mode=query_mode,
             )
             trace = QueryTrace(
                 # The OpenTelemetry trace id when tracing is set up, so both traces join.
@@ -157,7 +160,7 @@ class Agent:
         else:
             draft = Draft("", "none", [])
             async for piece in self._drafter.run(
-                query.question, routed.question, evidence, gathered.sql, trace
+                query.question, routed.question, evidence, gathered.sql, trace, routed.event.query_mode
             ):
                 if isinstance(piece, Draft):
                     draft = piece

@@ -13,7 +13,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ragstack.domain import RouteEvent, SearchMode
+from ragstack.domain import QueryMode, RouteEvent, SearchMode
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +25,10 @@ SYSTEM = (
     "lexical for exact names, codes or error strings; dense for paraphrased or conceptual questions; hybrid "
     "for most questions; graph for questions that connect named entities; graph-global for the main themes "
     "of a whole collection; agentic for comparisons of two or more things; sql for counts, totals, averages, "
-    "extremes and breakdowns of records (orders, tickets, sales) that a database holds."
+    "extremes and breakdowns of records (orders, tickets, sales) that a database holds. Also answer_shape: "
+    "compare for a comparison across documents or systems, methodology for how something was done, "
+    "datasets for which datasets or benchmarks are used, reproduce for what reproducing a work needs, "
+    "else general."
 )
 _MODES = {
     "lexical": SearchMode.LEXICAL,
@@ -46,6 +49,7 @@ class Understanding(BaseModel):
     strategy: Literal["lexical", "dense", "hybrid", "graph", "graph-global", "agentic", "sql"]
     top_k: int = Field(ge=1, le=20)
     sub_questions: list[str] = Field(default_factory=list, max_length=4)
+    answer_shape: Literal["general", "compare", "methodology", "datasets", "reproduce"] = "general"
 
 
 SCHEMA: dict[str, Any] = Understanding.model_json_schema()
@@ -88,4 +92,5 @@ async def classify(llm: JsonLLM, question: str, timeout_s: float) -> RouteEvent 
         subs,
         top_k=found.top_k,
         chains_facts=found.complexity == "multi-hop" and not subs,
+        query_mode=QueryMode(found.answer_shape),
     )

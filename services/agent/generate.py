@@ -54,6 +54,7 @@ def llm_messages(
     evidence: Sequence[NumberedEvidence],
     directed: Callable[[str], bool],
     standalone: str = "",
+    shape: str = "",
 ) -> list[dict[str, str]]:
     """The question as the user asked it; in a conversation also as retrieval understood it. The
     documents' instructions that the question is not about are left out (`without_instructions`)."""
@@ -65,7 +66,7 @@ def llm_messages(
         for e in evidence
     )
     return [
-        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "system", "content": f"{SYSTEM_PROMPT}\n- {shape}" if shape else SYSTEM_PROMPT},
         {
             "role": "user",
             "content": f"<documents>\n{docs}\n</documents>\n\nQuestion: {question}"

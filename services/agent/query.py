@@ -16,3 +16,4 @@ class Query:
     principal: str
     session_key: str  # "" outside a session
     memory: bool  # recall similar earlier questions, and remember this one once answered
+    query_mode: d.QueryMode = d.QueryMode.AUTO  # the answer's shape; AUTO: the router's choice

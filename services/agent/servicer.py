@@ -29,6 +29,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             request.top_k,
             request.session_id,
             skip_memory=request.skip_memory,
+            query_mode=convert.query_mode_from_pb(request.query_mode),
         )
         async for event in events:
             yield convert.ask_event_to_pb(event)

@@ -54,6 +54,17 @@ def test_report_aggregates_abstention_and_supporting_recall() -> None:
     assert report["abstention_recall"] == 1.0 and report["no_answer_accuracy"] == 1.0
     assert report["supporting_all_found"] == 0.5 and report["supporting_recall"] == 0.75
     assert report["latency_ms_p50"] == 20.0 and report["evidence_chunks_mean"] == 4.0
+    assert "active_retrieval" not in report  # off: not reported
+    from ragstack.domain import ActiveRetrieval
+
+    rows[0]["active"] = ActiveRetrieval(1, ("a claim",), ("d:1", "d:2"), True)
+    rows[1]["active"] = ActiveRetrieval()
+    rows[2]["active"] = ActiveRetrieval(1, ("another",), (), False)
+    assert _report("set", "auto", rows)["active_retrieval"] == {
+        "searched": 2,
+        "redrafted": 1,
+        "added_chunks_mean": 0.6667,
+    }
 
 
 async def test_eval_qa_through_the_services(tmp_path: Path, resources) -> None:  # type: ignore[no-untyped-def]

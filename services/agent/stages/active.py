@@ -146,7 +146,8 @@ async def draft_and_verify(
 ) -> Answered:
     """A draft written and verified, its deltas held back."""
     draft, deltas = Draft("", "none", []), []
-    async for piece in drafter.run(query.question, routed.question, evidence, sql, trace):
+    mode = routed.event.query_mode
+    async for piece in drafter.run(query.question, routed.question, evidence, sql, trace, mode):
         if isinstance(piece, Draft):
             draft = piece
         else:

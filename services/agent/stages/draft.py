@@ -14,7 +14,7 @@ from ragstack import domain as d
 from ragstack.config import GenerationConfig
 from ragstack.errors import RagstackError
 from ragstack.query_trace import QueryTrace
-from services.agent import generate, grading
+from services.agent import generate, grading, modes, shapes
 from services.agent.ports import LLMPort, RetrieverPort
 from services.agent.sql_tool import SqlOutcome
 from services.agent.stages.grade import Evidence
@@ -45,20 +45,29 @@ class Drafter:
         self._directed = directed
 
     async def run(
-        self, asked: str, question: str, evidence: Evidence, sql: SqlOutcome | None, trace: QueryTrace
+        self,
+        asked: str,
+        question: str,
+        evidence: Evidence,
+        sql: SqlOutcome | None,
+        trace: QueryTrace,
+        mode: d.QueryMode = d.QueryMode.GENERAL,
     ) -> AsyncIterator[d.DeltaEvent | Draft]:
         """The pieces as they are written, then the draft (an async generator cannot return).
-        `asked`: the question as the user asked it, which the LLM answers; `question`: standalone."""
-        numbered = generate.number_evidence(evidence.hits)
+        `asked`: the question as the user asked it, which the LLM answers; `question`: standalone;
+        `mode`: the answer's shape, and how much evidence it reads."""
+        spec = modes.SPECS[mode]
+        numbered = generate.number_evidence(evidence.hits[: spec.context or None])
+        shaped = mode != d.QueryMode.GENERAL and (sql is None or sql.hit is None)
         with tracer.start_as_current_span("agent.generate"):
             text, generator, withheld = "", "extractive", False
             if evidence.grade == grading.INCORRECT:
                 # Nothing relevant came back: an answer drafted from it would only sound right.
                 trace.no_draft_reason = "evidence graded incorrect"
                 generator = "none"
-            elif numbered and await self._llm.available():
+            elif numbered and mode != d.QueryMode.DATASETS and await self._llm.available():
                 messages = await asyncio.to_thread(
-                    generate.llm_messages, asked, numbered, self._directed, question
+                    generate.llm_messages, asked, numbered, self._directed, question, spec.instruction
                 )
                 try:
                     parts = []
@@ -67,12 +76,21 @@ class Drafter:
                         yield d.DeltaEvent(piece)
                     written, generator = "".join(parts).strip(), self._llm.name
                     # Every sentence cites or says it is not from the documents; the rest goes (or,
-                    # under the strict policy, the whole answer: then nothing else is drafted).
-                    text = grounded_text(written, numbered, self._gen.citation_policy, trace)
+                    # under the strict policy, the whole answer: then nothing else is drafted). A
+                    # table's or checklist's uncited cell is left to the verifier (unsupported).
+                    text = (
+                        written
+                        if shaped
+                        else grounded_text(written, numbered, self._gen.citation_policy, trace)
+                    )
                     withheld = bool(written) and not text
                 except Exception as err:
                     log.warning("LLM generation failed (%s); answering extractively", err)
                     trace.llm_error = f"{type(err).__name__}: {err}"
+            if shaped and not text and not withheld and evidence.grade != grading.INCORRECT:
+                text, generator = await asyncio.to_thread(_shape, mode, asked, numbered), "extractive"
+                async for piece in generate.stream_text(text):
+                    yield d.DeltaEvent(piece)
             if (
                 not text
                 and not withheld
@@ -120,3 +138,17 @@ class Drafter:
         if extract.left_out:  # instructions in the documents, not quoted: the trace shows them
             trace.instructions_left_out = list(extract.left_out)
         return extract.answer
+
+
+def _shape(mode: d.QueryMode, question: str, evidence: Sequence[generate.NumberedEvidence]) -> str:
+    """The mode's answer filled from the evidence alone: quoted cells with their refs."""
+    match mode:
+        case d.QueryMode.COMPARE:
+            return shapes.to_markdown(shapes.compare_table(question, evidence))
+        case d.QueryMode.METHODOLOGY:
+            return shapes.to_markdown(shapes.methodology(question, evidence))
+        case d.QueryMode.DATASETS:
+            return shapes.to_markdown(shapes.datasets(evidence))
+        case d.QueryMode.REPRODUCE:
+            return shapes.to_markdown(shapes.reproduce_checklist(question, evidence))
+    raise ValueError(f"no shape for {mode}")

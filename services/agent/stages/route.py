@@ -11,6 +11,7 @@ from ragstack import domain as d
 from ragstack.config import GenerationConfig
 from ragstack.errors import RagstackError
 from ragstack.query_trace import QueryTrace
+from services.agent import modes
 from services.agent.classify import classify
 from services.agent.llm_steps import llm_standalone
 from services.agent.ports import LLMPort, RetrieverPort
@@ -49,7 +50,9 @@ class Route:
         question = await self._standalone(query, trace)
         trace.standalone_question = question
         chosen, databases = await self._choose(question, query.mode, query.library)
-        top_k = query.top_k or chosen.top_k or self._top_k
+        chosen = _with_query_mode(chosen, query.query_mode, question)
+        spec = modes.SPECS[chosen.query_mode]
+        top_k = query.top_k or chosen.top_k or spec.top_k or self._top_k
         if question != query.question:
             chosen = replace(chosen, standalone_question=question)
         trace.route = {
@@ -59,6 +62,7 @@ class Route:
             "sub_questions": list(chosen.sub_questions),
             "standalone_question": chosen.standalone_question,
             "top_k": top_k,
+            "query_mode": chosen.query_mode.value,
         }
         return Routed(chosen, question, top_k, databases)
 
@@ -104,3 +108,14 @@ class Route:
         except RagstackError as err:
             log.warning("cannot list the databases of %s: %s", library, err)
             return []
+
+
+def _with_query_mode(chosen: d.RouteEvent, asked: d.QueryMode, question: str) -> d.RouteEvent:
+    """The answer's shape: the request's; else the LLM router's; else the question's wording."""
+    if asked != d.QueryMode.AUTO:
+        return replace(chosen, query_mode=asked)
+    if chosen.classifier == "llm":
+        return chosen
+    mode, why = modes.detect(question)
+    reason = f"{chosen.reason}; {mode.value} answer: {why}" if why else chosen.reason
+    return replace(chosen, query_mode=mode, reason=reason)
