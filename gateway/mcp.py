@@ -23,7 +23,7 @@ from gateway.encoding import doc_json, error_message, event_json
 from gateway.guards import scope_principal
 from ragstack import auth
 from ragstack.config import Config
-from ragstack.domain import IngestSummary, SearchFilter, SearchMode
+from ragstack.domain import IngestSummary, QueryMode, SearchFilter, SearchMode
 from ragstack.errors import InvalidArgument, RagstackError
 from ragstack.rpc.access import permit
 
@@ -78,17 +78,29 @@ def build(upstreams: Upstreams, default_library: str = "default", read_only: boo
 
     @server.tool(annotations=READ)
     async def ask(
-        question: str, ctx: Context, library: str = "", mode: str = "auto", session_id: str = ""
+        question: str,
+        ctx: Context,
+        library: str = "",
+        mode: str = "auto",
+        session_id: str = "",
+        query_mode: str = "auto",
     ) -> dict[str, Any]:
         """Answer a question from the documents: the answer with [n] citation markers, the cited
         passages (source, heading path, pages), a confidence, whether it abstained, the verification
         manifest (each claim's verdict) and the trace id. `mode`: auto (default), lexical, dense,
         hybrid, graph, graph-global or sql. `session_id` keeps a conversation: follow-ups are
-        rewritten with what came before."""
+        rewritten with what came before. `query_mode`: the answer's shape, auto (default), general,
+        compare (a table), methodology, datasets or reproduce (a checklist)."""
         with calling(ctx, "AgentService/Ask", library):
             done: dict[str, Any] = {}
             chosen = search_mode(mode, ASK_MODES)
-            async for response in upstreams.agent.ask_pb(question, library, chosen, 0, session_id):
+            if query_mode not in set(QueryMode):
+                shapes = ", ".join(m.value for m in QueryMode)
+                raise InvalidArgument(f"query_mode {query_mode[:40]!r} is not one of {shapes}")
+            shape = QueryMode(query_mode)
+            async for response in upstreams.agent.ask_pb(
+                question, library, chosen, 0, session_id, query_mode=shape
+            ):
                 kind, data = event_json(response)
                 if kind == "done":
                     done = data

@@ -139,9 +139,10 @@ class Agent:
             else:
                 yield item
         evidence = await grade_evidence(self._grader, routed, gathered, trace)
+        found = len(evidence.hits)
         if gathered.sql is None or gathered.sql.hit is None:
             evidence = await carry(query, evidence, self._sessions, self._retriever, self._gen, trace)
-        if evidence.from_several or trace.session_evidence:  # the evidence as a whole
+        if evidence.from_several or len(evidence.hits) > found:  # the evidence as a whole
             yield d.EvidenceEvent(tuple(evidence.hits), evidence.grade, evidence.score)
         if self._gen.active_retrieval_rounds:
             # The first draft is held back until the verifier has read it: the deltas streamed

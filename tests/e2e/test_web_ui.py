@@ -246,6 +246,26 @@ async def test_an_answer_streams_in_with_its_route_tools_and_numbered_citations(
 
 
 @needs_browser
+async def test_a_compare_answer_is_a_table_whose_cells_open_their_sources(ui_stack: Stack, page: Any) -> None:
+    """The answer's shape chosen in the form: a compare table, built as a table of text and
+    citation buttons (never HTML from the server), each cell's [n] opening its source."""
+    await sign_in(page, ui_stack.gateway_url)
+    await page.locator("#ask-shape").select_option("compare")
+    turn = await ask(page, "How do BM25 and dense retrieval differ in speed and accuracy?")
+    assert "compare answer" in await turn.locator("[data-testid=route]").inner_text()
+    table = turn.locator("[data-testid=answer-table]")
+    rows = [await r.inner_text() for r in await table.locator("tr th[scope=row]").all()]
+    assert rows == ["BM25", "dense retrieval"]
+    refs = table.locator("button.ref")
+    assert await refs.count() >= 1
+    await refs.first.click()
+    await page.locator("#evidence [data-testid=cited-passage]").wait_for()
+    await page.keyboard.press("Escape")
+    await accessible(page, "ask (compare table)")
+    await shot(page, "ask-compare")
+
+
+@needs_browser
 async def test_a_pdf_citation_shows_its_page_with_the_region_drawn(ui_stack: Stack, page: Any) -> None:
     await sign_in(page, ui_stack.gateway_url)
     turn = await ask(page, "When was the IBM MT/ST introduced?", mode="lexical")

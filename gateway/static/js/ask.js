@@ -62,7 +62,7 @@ async function ask() {
   }
   const submit = $('#ask-submit');
   submit.disabled = true;
-  const turn = new Turn(question, $('#ask-library').value, $('#ask-mode').value);
+  const turn = new Turn(question, $('#ask-library').value, $('#ask-mode').value, $('#ask-shape').value);
   $('#conversation').append(turn.node);
   input.value = '';
   try {
@@ -86,24 +86,26 @@ function modeName(mode) {
 
 /** One question and its answer, as it streams. */
 class Turn {
-  constructor(question, library, mode) {
+  constructor(question, library, mode, shape) {
     this.question = question;
     this.library = library;
     this.mode = mode;
+    this.shape = shape;
     this.grades = [];
     this.steps = el('ol', {class: 'steps', 'aria-label': 'Agent steps', 'data-testid': 'steps'});
     this.answer = el('div', {class: 'answer', 'aria-live': 'polite', 'aria-busy': 'true', 'data-testid': 'answer'});
     this.after = el('div', {class: 'after'});
     this.node = el('li', {class: 'turn', 'data-testid': 'turn'},
       el('h2', {class: 'question'}, question),
-      el('p', {class: 'muted'}, `Library ${library} · mode ${mode}`),
+      el('p', {class: 'muted'}, `Library ${library} · mode ${mode} · answer ${shape}`),
       this.steps, this.answer, this.after);
     this.text = document.createTextNode('');
     this.answer.append(this.text);
   }
 
   async run(session) {
-    const body = {question: this.question, library: this.library, mode: this.mode, session_id: session};
+    const body = {question: this.question, library: this.library, mode: this.mode, query_mode: this.shape,
+      session_id: session};
     try {
       for await (const {event, data} of events('POST', '/v1/query', {json: body})) {
         const handler = this[`on_${event}`];
@@ -131,7 +133,9 @@ class Turn {
   }
 
   on_route(data) {
-    const parts = [`Route: ${modeName(data.mode)}`, ` (${data.classifier})`, data.reason ? ` — ${data.reason}` : ''];
+    const shape = String(data.query_mode || '').replace(/^QUERY_MODE_/, '').toLowerCase();
+    const parts = [`Route: ${modeName(data.mode)}`, shape ? `, ${shape} answer` : '', ` (${data.classifier})`,
+      data.reason ? ` — ${data.reason}` : ''];
     const item = this.step(el('span', {'data-testid': 'route'}, ...parts));
     if (data.standalone_question) append(item, el('br'), `Read as: ${data.standalone_question}`);
     if (data.sub_questions && data.sub_questions.length) append(item, el('br'), `Sub-questions: ${data.sub_questions.join(' | ')}`);
@@ -184,18 +188,61 @@ class Turn {
 }
 
 /** The answer as text, its `[n]` markers as buttons that open the source: never HTML, so a
- * Markdown image or link in it stays text and loads nothing. */
+ * Markdown image or link in it stays text and loads nothing. A shaped answer's table, headings and
+ * list items become a table, headings and a list, built from text nodes the same way. */
 function renderAnswer(node, text, citations, library) {
   const byRef = new Map(citations.map((c) => [String(c.ref), c]));
   clear(node);
+  if (!/^\s*(\||### |- )/m.test(text)) {
+    inline(node, text, byRef, library);
+    return;
+  }
+  let table = null;
+  let list = null;
+  for (const line of text.split('\n')) {
+    const trimmed = line.trim();
+    if (trimmed.startsWith('|')) {
+      const cells = trimmed.replace(/^\||\|$/g, '').split(/(?<!\\)\|/).map((c) => c.trim().replaceAll('\\|', '|'));
+      if (cells.every((c) => /^:?-{2,}:?$/.test(c))) continue;
+      if (!table) {
+        table = el('table', {class: 'shaped', 'data-testid': 'answer-table'});
+        table.append(el('tr', {}, cells.map((c) => el('th', {scope: 'col'}, c))));
+        node.append(table);
+        continue;
+      }
+      const row = el('tr', {});
+      cells.forEach((c, i) => { const cell = el(i ? 'td' : 'th', i ? {} : {scope: 'row'}); inline(cell, c, byRef, library); row.append(cell); });
+      table.append(row);
+      continue;
+    }
+    table = null;
+    if (trimmed.startsWith('- ')) {
+      if (!list) { list = el('ul', {class: 'shaped'}); node.append(list); }
+      const item = el('li', {});
+      inline(item, trimmed.slice(2), byRef, library);
+      list.append(item);
+      continue;
+    }
+    list = null;
+    if (trimmed.startsWith('### ')) node.append(el('h4', {}, trimmed.slice(4)));
+    else if (trimmed) { const p = el('p', {}); inline(p, trimmed, byRef, library); node.append(p); }
+  }
+}
+
+/** Text with its `[n]` markers as buttons that open the cited source. */
+function inline(node, text, byRef, library) {
   let last = 0;
-  for (const match of text.matchAll(/\[(\d{1,3})\]/g)) {
-    const citation = byRef.get(match[1]);
-    if (!citation) continue;
+  for (const match of text.matchAll(/\[(\d{1,3}(?:,\s*\d{1,3})*)\]/g)) {
+    const refs = match[1].split(',').map((r) => r.trim());
+    if (!refs.some((r) => byRef.has(r))) continue;
     node.append(document.createTextNode(text.slice(last, match.index)));
-    const button = el('button', {type: 'button', class: 'ref', 'aria-label': `Source ${match[1]}`}, `[${match[1]}]`);
-    button.addEventListener('click', () => openCitation(citation, library, button));
-    node.append(button);
+    for (const ref of refs) {
+      const citation = byRef.get(ref);
+      if (!citation) { node.append(document.createTextNode(`[${ref}]`)); continue; }
+      const button = el('button', {type: 'button', class: 'ref', 'aria-label': `Source ${ref}`}, `[${ref}]`);
+      button.addEventListener('click', () => openCitation(citation, library, button));
+      node.append(button);
+    }
     last = match.index + match[0].length;
   }
   node.append(document.createTextNode(text.slice(last)));
