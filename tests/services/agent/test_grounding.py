@@ -48,7 +48,13 @@ def scripted(answer: str) -> Any:
 
 
 async def _run(
-    tmp: Path, resources: Any, server: OllamaServer, questions: list[str], session: str = "", **gen: Any
+    tmp: Path,
+    resources: Any,
+    server: OllamaServer,
+    questions: list[str],
+    session: str = "",
+    shape: d.QueryMode = d.QueryMode.AUTO,
+    **gen: Any,
 ) -> tuple[list[list[d.AskEvent]], list[dict[str, Any]]]:
     await asyncio.to_thread(tmp.mkdir, parents=True, exist_ok=True)
     cfg = make_config(
@@ -65,7 +71,7 @@ async def _run(
         await channel.close()
         channel = open_channel(stack.peers["agent"])
         agent = AgentClient(channel, 120)
-        runs = [[e async for e in agent.ask(q, session_id=session)] for q in questions]
+        runs = [[e async for e in agent.ask(q, session_id=session, query_mode=shape)] for q in questions]
         traces = [await agent.get_trace(run[-1].trace_id) for run in runs]  # type: ignore[union-attr]
         await channel.close()
         return runs, traces
@@ -156,3 +162,31 @@ async def test_a_ten_turn_session_carries_what_was_cited_and_its_prompt_stays_bo
     # Compacted: bounded by the new evidence plus six cited chunks; carrying everything grows.
     assert max(sizes["cited"]) < max(sizes["all"]) and sizes["all"][-1] > 2 * sizes["all"][0]
     assert max(len(c) for c in carried["all"]) > 6
+
+
+async def test_an_llm_compare_answer_follows_the_shape_and_each_cell_is_a_claim(
+    tmp_path: Path, resources: Any
+) -> None:
+    """With an LLM, a shaped mode adds its instruction to the rules; the table's cited cells are
+    verified one by one, a "not stated" cell is no claim, and the citation policy leaves the table
+    whole (an uncited cell would be an unsupported claim, not a removed sentence)."""
+    prompts: list[dict[str, Any]] = []
+
+    def reply(request: dict[str, Any]) -> str:
+        if not _is_answer_call(request):
+            return "{}"
+        prompts.append(request)
+        (ref, quote), *_ = _first_sentences(request)
+        rows = [f"| BM25 | {quote} [{ref}] |", "| Dense retrieval | not stated |"]
+        return "\n".join(["| Compared | ranking |", "| --- | --- |", *rows])
+
+    with OllamaServer("scripted", reply).serve() as server:
+        runs, _ = await _run(
+            tmp_path, resources, server, ["How do BM25 and dense retrieval differ in ranking?"]
+        )
+    route, done = runs[0][1], runs[0][-1]
+    assert isinstance(route, d.RouteEvent) and isinstance(done, d.DoneEvent)
+    assert route.query_mode == d.QueryMode.COMPARE
+    assert "Markdown table" in prompts[0]["messages"][0]["content"]
+    assert done.answer.count("\n") == 3 and not done.abstained  # the table as written
+    assert len(done.manifest.claims) == 1 and done.manifest.claims[0].verdict == d.Verdict.SUPPORTED
