@@ -49,19 +49,21 @@ SPECS = {
 }
 
 _REPRODUCE = re.compile(r"\b(?:reproduc\w*|replicat\w*|re-?implement\w*|re-?run)\b", re.IGNORECASE)
+# A comparison asked for, not a question that mentions a difference ("laws different from ...").
 _COMPARE = re.compile(
-    r"\b(?:compare[ds]?|comparing|comparison|versus|vs\.?|contrast|differ(?:s|ent|ence|ences)?\s+(?:between|from|in))\b"
-    r"|\bhow\s+(?:do|does|did)\b.+\bdiffer\b",
+    r"^\s*(?:please\s+)?(?:compare|contrast)\b|\bcomparison\s+(?:of|between)\b|\b(?:versus|vs\.?)\s"
+    r"|\bdifferences?\s+between\b|\bhow\s+(?:do|does|did)\b.+\bdiffer\b",
     re.IGNORECASE,
 )
 _DATASETS = re.compile(
     r"\b(?:which|what)\b.{0,40}\b(?:datasets?|data\s+sets?|benchmarks?|corpus|corpora)\b"
-    r"|\b(?:datasets?|data\s+sets?|benchmarks?|corpora)\s+(?:were|was|are|is)?\s*(?:used|named|mentioned|cited)\b",
+    r"|\b(?:datasets?|data\s+sets?|benchmarks?|corpora)\s+(?:were|was|are|is)?\s*(?:used|named|mentioned)\b",
     re.IGNORECASE,
 )
+# How a piece of work was done: its methodology or set-up, or how it was trained, built, measured.
 _METHOD = re.compile(
-    r"\b(?:methodology|method|methods|procedure|experimental\s+(?:setup|set-up|design|settings?)|training\s+setup)\b"
-    r"|\bhow\s+(?:was|were|did)\b.+\b(?:trained|built|measured|computed|evaluated|collected|obtained|done)\b",
+    r"\bmethodology\b|\b(?:experimental|training|evaluation)\s+(?:setup|set-up|design|settings?|protocol|procedure)\b"
+    r"|\bhow\s+(?:was|were|did)\b.+\b(?:trained|built|measured|computed|evaluated|collected|obtained)\b",
     re.IGNORECASE,
 )
 
