@@ -20,21 +20,11 @@ if [[ -x "$BROWSER" ]]; then
   exit 0
 fi
 
-if ! command -v apt-get >/dev/null 2>&1; then
-  warn "no $BROWSER and no apt-get to install it."
-  exit 0
-fi
-if [[ "$(id -u)" != "0" ]]; then
-  warn "no $BROWSER and not root: run 'apt-get install chromium' as root."
-  exit 0
-fi
-
-export DEBIAN_FRONTEND=noninteractive
+# shellcheck source=scripts/apt.sh
+source "$(dirname "$0")/apt.sh"
+apt_ready chromium || exit 0
 echo "chromium: not found, installing the distribution's package"
-if ! apt-get install -y -q --no-install-recommends chromium fonts-liberation; then
-  echo "chromium: install failed, refreshing the package lists and trying again"
-  apt-get update -q && apt-get install -y -q --no-install-recommends chromium fonts-liberation
-fi
+apt_install chromium fonts-liberation
 
 if [[ -x "$BROWSER" ]]; then
   echo "chromium: installed $BROWSER ($("$BROWSER" --version 2>/dev/null || echo 'version unknown'))"

@@ -22,21 +22,11 @@ if [[ -n "$initdb" ]]; then
   exit 0
 fi
 
-if ! command -v apt-get >/dev/null 2>&1; then
-  warn "no PostgreSQL under /usr/lib/postgresql/*/bin and no apt-get to install it."
-  exit 0
-fi
-if [[ "$(id -u)" != "0" ]]; then
-  warn "no PostgreSQL under /usr/lib/postgresql/*/bin and not root: run 'apt-get install postgresql' as root."
-  exit 0
-fi
-
-export DEBIAN_FRONTEND=noninteractive
+# shellcheck source=scripts/apt.sh
+source "$(dirname "$0")/apt.sh"
+apt_ready postgresql || exit 0
 echo "postgresql: not found, installing the distribution's package"
-if ! apt-get install -y -q postgresql; then
-  echo "postgresql: install failed, refreshing the package lists and trying again"
-  apt-get update -q && apt-get install -y -q postgresql
-fi
+apt_install postgresql
 
 initdb="$(found)"
 if [[ -n "$initdb" ]]; then
