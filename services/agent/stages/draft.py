@@ -76,14 +76,15 @@ class Drafter:
                         yield d.DeltaEvent(piece)
                     written, generator = "".join(parts).strip(), self._llm.name
                     # Every sentence cites or says it is not from the documents; the rest goes (or,
-                    # under the strict policy, the whole answer: then nothing else is drafted). A
+                    # under the strict policy, the whole answer: then nothing else is drafted; under
+                    # the lenient one, a draft with nothing left is written extractively instead). A
                     # table's or checklist's uncited cell is left to the verifier (unsupported).
                     text = (
                         written
                         if shaped
                         else grounded_text(written, numbered, self._gen.citation_policy, trace)
                     )
-                    withheld = bool(written) and not text
+                    withheld = self._gen.citation_policy == "strict" and bool(written) and not text
                 except Exception as err:
                     log.warning("LLM generation failed (%s); answering extractively", err)
                     trace.llm_error = f"{type(err).__name__}: {err}"

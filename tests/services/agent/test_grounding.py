@@ -100,6 +100,18 @@ async def test_a_sentence_that_neither_cites_nor_declares_is_removed_or_withhold
         assert done.citations  # the sources are still listed
 
 
+async def test_a_lenient_draft_with_nothing_cited_is_written_extractively_instead(
+    tmp_path: Path, resources: Any
+) -> None:
+    with OllamaServer("scripted", scripted(f"{UNGROUNDED} Another claim with no source.")).serve() as server:
+        runs, traces = await _run(tmp_path, resources, server, QUESTIONS[:1])
+    done, trace = runs[0][-1], traces[0]
+    assert isinstance(done, d.DoneEvent)
+    assert trace["ungrounded"] == [UNGROUNDED, "Another claim with no source."]
+    assert done.generator == "extractive" and re.search(r"\[\d+\]", done.answer)
+    assert UNGROUNDED not in done.answer and done.evidence_chunk_ids
+
+
 def _first_sentences(request: dict[str, Any]) -> list[tuple[str, str]]:
     documents = re.findall(
         r'<document ref="(\d+)"[^>]*>\n(.*?)\n</document>', request["messages"][-1]["content"], re.S
