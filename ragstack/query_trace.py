@@ -90,6 +90,9 @@ class QueryTrace:
     sql_notice (why a database gave no result), grade (of the evidence as a whole: grade, score,
     hits).
 
+    Analysis (a computation over the documents' tables): analysis (ran, and why not; the
+    description, value, program, its output, killed_by and the documents it read).
+
     Draft: session_evidence (in a session: the earlier turns' chunks drafted from again, and which:
     cited or all), no_draft_reason, llm_error, score_error, instructions_left_out (sentences that
     instruct their reader, not quoted), ungrounded (an LLM's sentences that neither cited nor said
@@ -128,6 +131,7 @@ class QueryTrace:
     instructions_left_out: list[str] | None = None
     ungrounded: list[str] | None = None
     session_evidence: dict[str, Any] | None = None
+    analysis: dict[str, Any] | None = None
     generator: str | None = None
     draft: str | None = None
     verification: dict[str, Any] | None = None

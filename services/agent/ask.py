@@ -25,6 +25,7 @@ from services.agent.ports import LLMPort, RetrieverPort, VerifierPort
 from services.agent.query import Query
 from services.agent.sessions import SessionInfo, SessionStore, check_session_id, session_key
 from services.agent.stages.active import ActiveRetrieval, Answered, draft_and_verify
+from services.agent.stages.analyse import Analyse, Analysed
 from services.agent.stages.carry import carry
 from services.agent.stages.cite import cite
 from services.agent.stages.draft import Draft, Drafter
@@ -69,6 +70,7 @@ class Agent:
         self._gather = Gather(retriever, llm, generation, self._grader, sessions, sql_answer_rows, clock)
         self._drafter = Drafter(retriever, llm, generation, directed)
         self._verify = Verify(verifier, generation)
+        self._analyse = Analyse(retriever, clock)
         self._active = ActiveRetrieval(
             retriever, self._grader, self._drafter, self._verify, generation, clock
         )
@@ -139,16 +141,21 @@ class Agent:
             else:
                 yield item
         evidence = await grade_evidence(self._grader, routed, gathered, trace)
-        found = len(evidence.hits)
+        found, computed = len(evidence.hits), ""
         if gathered.sql is None or gathered.sql.hit is None:
             evidence = await carry(query, evidence, self._sessions, self._retriever, self._gen, trace)
-        if evidence.from_several or len(evidence.hits) > found:  # the evidence as a whole
+            async for computation in self._analyse.run(query, routed.question, evidence, trace):
+                if isinstance(computation, Analysed):  # a total, count or average over the tables
+                    evidence, computed, found = computation.evidence, computation.answer, 0
+                else:
+                    yield computation
+        if evidence.from_several or len(evidence.hits) != found:  # the evidence as a whole
             yield d.EvidenceEvent(tuple(evidence.hits), evidence.grade, evidence.score)
         if self._gen.active_retrieval_rounds:
             # The first draft is held back until the verifier has read it: the deltas streamed
             # are those of the answer that stands.
             answered = await draft_and_verify(
-                self._drafter, self._verify, query, routed, evidence, gathered.sql, trace
+                self._drafter, self._verify, query, routed, evidence, gathered.sql, trace, computed
             )
             async for step in self._active.run(query, routed, answered, trace):
                 if isinstance(step, Answered):
@@ -161,7 +168,13 @@ class Agent:
         else:
             draft = Draft("", "none", [])
             async for piece in self._drafter.run(
-                query.question, routed.question, evidence, gathered.sql, trace, routed.event.query_mode
+                query.question,
+                routed.question,
+                evidence,
+                gathered.sql,
+                trace,
+                routed.event.query_mode,
+                computed,
             ):
                 if isinstance(piece, Draft):
                     draft = piece

@@ -143,11 +143,12 @@ async def draft_and_verify(
     evidence: Evidence,
     sql: SqlOutcome | None,
     trace: QueryTrace,
+    computed: str = "",
 ) -> Answered:
     """A draft written and verified, its deltas held back."""
     draft, deltas = Draft("", "none", []), []
     mode = routed.event.query_mode
-    async for piece in drafter.run(query.question, routed.question, evidence, sql, trace, mode):
+    async for piece in drafter.run(query.question, routed.question, evidence, sql, trace, mode, computed):
         if isinstance(piece, Draft):
             draft = piece
         else:

@@ -52,13 +52,15 @@ class Drafter:
         sql: SqlOutcome | None,
         trace: QueryTrace,
         mode: d.QueryMode = d.QueryMode.GENERAL,
+        computed: str = "",
     ) -> AsyncIterator[d.DeltaEvent | Draft]:
         """The pieces as they are written, then the draft (an async generator cannot return).
         `asked`: the question as the user asked it, which the LLM answers; `question`: standalone;
-        `mode`: the answer's shape, and how much evidence it reads."""
+        `mode`: the answer's shape, and how much evidence it reads; `computed`: the sentence an
+        analysis computed (the offline draft, as a database's result sentence is)."""
         spec = modes.SPECS[mode]
         numbered = generate.number_evidence(evidence.hits[: spec.context or None])
-        shaped = mode != d.QueryMode.GENERAL and (sql is None or sql.hit is None)
+        shaped = mode != d.QueryMode.GENERAL and (sql is None or sql.hit is None) and not computed
         with tracer.start_as_current_span("agent.generate"):
             text, generator, withheld = "", "extractive", False
             if evidence.grade == grading.INCORRECT:
@@ -90,6 +92,10 @@ class Drafter:
                     trace.llm_error = f"{type(err).__name__}: {err}"
             if shaped and not text and not withheld and evidence.grade != grading.INCORRECT:
                 text, generator = await asyncio.to_thread(_shape, mode, asked, numbered), "extractive"
+                async for piece in generate.stream_text(text):
+                    yield d.DeltaEvent(piece)
+            if computed and not text and not withheld:
+                text, generator = computed, "analysis"
                 async for piece in generate.stream_text(text):
                     yield d.DeltaEvent(piece)
             if (
