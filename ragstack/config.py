@@ -330,11 +330,11 @@ class GenerationConfig(_Strict):
     read_neighbours: bool = Field(
         True, description="Agent: after evidence graded ambiguous, read the hits' neighbouring chunks once."
     )
-    citation_policy: Literal["lenient", "strict", "off"] = Field(
+    citation_policy: Literal["lenient", "strict", "keep"] = Field(
         "lenient",
         description="Agent: every sentence of an LLM's answer cites the documents ([n]) or says it is "
-        "not from them; one with neither is removed (lenient) or withholds the answer (strict); off "
-        "keeps it, for the verifier to judge unsupported.",
+        "not from them; one with neither is removed (lenient) or withholds the answer (strict); keep "
+        "leaves it for the verifier to judge unsupported.",
     )
     session_evidence: Literal["cited", "all", "none"] = Field(
         "cited",

@@ -35,22 +35,17 @@ class Original:
 
 
 class Originals:
-    def __init__(self, db: Any, writer: bool = False) -> None:
-        """`db`: the chunks' LanceDB connection. The writer makes the table at once, so the first
-        unit of work that writes to it has a version to roll back to."""
+    def __init__(self, db: Any) -> None:
+        """`db`: the chunks' LanceDB connection. The table is made by the first write that keeps a
+        PDF (a unit of work rolls back a table it made by emptying it), so a library without PDFs
+        has none."""
         self._db = db
-        self._table: Any = None
-        if writer and TABLE not in table_names(db):
-            self._table = db.create_table(TABLE, schema=_SCHEMA)
 
     def _open(self) -> Any:
-        if self._table is None and TABLE in table_names(self._db):
-            self._table = self._db.open_table(TABLE)
-        return self._table
-
-    def reopen(self) -> None:
-        """Sees the table as it is now (after a unit of work restored it to an older version)."""
-        self._table = None
+        """The table as it is now, opened for each call: a unit of work's rollback and a snapshot's
+        restore move it back to an older version, which a handle kept open would not see (and its
+        next write would conflict with). Reads and writes of whole PDFs are rare enough."""
+        return self._db.open_table(TABLE) if TABLE in table_names(self._db) else None
 
     def replace_documents(
         self, library: str, document_ids: Sequence[str], originals: Sequence[Original]
@@ -58,7 +53,7 @@ class Originals:
         """Every original of `document_ids` in `library` replaced by `originals` (none: removed), in
         one commit."""
         table = self._open()
-        if table is None or not document_ids:
+        if not document_ids or (table is None and not originals):
             return
         rows = [
             {
@@ -70,12 +65,18 @@ class Originals:
             }
             for o in originals
         ]
+        if table is None:
+            self._db.create_table(TABLE, pa.Table.from_pylist(rows, schema=_SCHEMA))
+            return
         ids = ", ".join(sql_str(d) for d in document_ids)
+        held = f"library = {sql_str(library)} AND document_id IN ({ids})"
+        if not rows and not table.count_rows(held):
+            return  # no PDF among them, before or now: no new version for nothing
         (
             table.merge_insert(["library", "document_id"])
             .when_matched_update_all()
             .when_not_matched_insert_all()
-            .when_not_matched_by_source_delete(f"library = {sql_str(library)} AND document_id IN ({ids})")
+            .when_not_matched_by_source_delete(held)
             .execute(pa.Table.from_pylist(rows, schema=_SCHEMA))
         )
 

@@ -78,7 +78,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         enricher=enricher,
         budgets=budgets,
         parser=parser,
-        originals=Originals(vectors.connection(), writer=True),
+        originals=Originals(vectors.connection()),
         page_pictures=cfg.ingest.page_pictures,
         converter=converter,
     )

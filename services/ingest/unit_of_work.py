@@ -159,13 +159,14 @@ class UnitOfWork:
             return "forward"
         self._lexical.rollback()
         db = self._vectors.connection()
-        for name, version in entry["lancedb"].items():
+        for name in table_names(db):
             table = db.open_table(name)
-            if int(table.version) != version:
+            version = entry["lancedb"].get(name)
+            if version is None:  # made by the unit: it held no rows before
+                table.delete("true")
+            elif int(table.version) != version:
                 table.restore(version)
         self._vectors.reopen()
-        if self._originals is not None:
-            self._originals.reopen()
         if self._graph is not None:
             self._graph.reopen()
         self._catalog.end_batch()

