@@ -8,13 +8,14 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from ragstack import page_layout
 from ragstack.domain import Chunk, ChunkRegion, ChunkVisual
-from ragstack.errors import FailedPrecondition, InvalidArgument
+from ragstack.errors import FailedPrecondition, InvalidArgument, ResourceExhausted
 from ragstack.stores.originals import Originals
 
 PDF = "application/pdf"
 DEFAULT_WIDTH = 1000
 MIN_WIDTH, MAX_WIDTH = 100, 2000
 MAX_HEIGHT = 4 * MAX_WIDTH  # a page far taller than wide would still make a bounded picture
+MAX_WAITING = 8  # requests waiting for a render slot; more are refused at once (429)
 FILL = (255, 200, 0, 70)  # translucent amber over the text, which stays readable
 OUTLINE = (230, 81, 0, 255)
 
@@ -68,6 +69,7 @@ class ChunkPictures:
         self._find = find
         self._originals = originals
         self._renders = asyncio.Semaphore(renders)  # rendering is CPU work: searches keep the rest
+        self._waiting = 0
 
     async def regions(self, chunk: Chunk) -> tuple[ChunkRegion, ...]:
         if chunk.media_type != PDF:
@@ -87,13 +89,25 @@ class ChunkPictures:
             page = chunk.pages[0] if chunk.pages else 1
         elif chunk.pages and page not in chunk.pages:
             raise InvalidArgument(f"chunk {chunk_id!r} is on pages {list(chunk.pages)}, not on page {page}")
-        pdf = await asyncio.to_thread(self._originals.data, library, chunk.document_id)
-        if pdf is None:
-            raise FailedPrecondition(
-                f"the PDF of chunk {chunk_id!r} was not kept (indexed before pictures were kept, or with "
-                "ingest.page_pictures off): ingest it again to see its pages"
-            )
         regions = await self.regions(chunk)
-        async with self._renders:
+        if self._waiting >= MAX_WAITING:
+            raise ResourceExhausted(
+                f"{self._waiting} page pictures are waiting to be drawn, the limit of one retrieve "
+                "service: try again in a moment"
+            )
+        self._waiting += 1
+        try:
+            await self._renders.acquire()  # the slot first, then the PDF: a waiter holds no copy
+        finally:
+            self._waiting -= 1
+        try:
+            pdf = await asyncio.to_thread(self._originals.data, library, chunk.document_id)
+            if pdf is None:
+                raise FailedPrecondition(
+                    f"the PDF of chunk {chunk_id!r} was not kept (indexed before pictures were kept, or "
+                    "with ingest.page_pictures off): ingest it again to see its pages"
+                )
             png, w, h = await asyncio.to_thread(draw, pdf, page, regions, width)
+        finally:
+            self._renders.release()
         return ChunkVisual(png, page, tuple(r for r in regions if r.page == page), w, h)

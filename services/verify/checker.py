@@ -48,9 +48,10 @@ class OfflineChecker:
         names the cited evidence contains. An unsupported verdict, or None when they pass."""
         if not claim.refs:
             return self.verdict(claim, Verdict.UNSUPPORTED, 1.0, "cites no evidence")
-        cited = [evidence[r] for r in claim.refs if r in evidence]
-        if not cited:
-            return self.verdict(claim, Verdict.UNSUPPORTED, 1.0, f"refs {list(claim.refs)} match no evidence")
+        unknown = [r for r in claim.refs if r not in evidence]
+        if unknown:  # a made-up source beside real ones is still a made-up source
+            return self.verdict(claim, Verdict.UNSUPPORTED, 1.0, f"refs {unknown} match no evidence")
+        cited = [evidence[r] for r in claim.refs]
         text = " ".join(e.text for e in cited)
         missing = numbers(claim.text) - numbers(text)
         if missing:

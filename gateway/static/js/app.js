@@ -20,7 +20,21 @@ function showView(name) {
   document.querySelector('nav').hidden = name === 'login';
 }
 
+/** Forgets the key and everything shown with it (answers, evidence, libraries, traces: what only
+ * that key may see), by loading the page afresh; the login then says why. */
+function startOver(message) {
+  setApiKey('');
+  sessionStorage.setItem(LOGIN_MESSAGE, message);
+  history.replaceState(null, '', '/ui/');
+  location.reload();
+}
+
+const LOGIN_MESSAGE = 'ragstack-login-message';
+
 function showLogin(message) {
+  const carried = sessionStorage.getItem(LOGIN_MESSAGE);
+  sessionStorage.removeItem(LOGIN_MESSAGE);
+  message = message || carried || '';
   signedIn = false;
   showView('login');
   $('#sign-out').hidden = true;
@@ -81,15 +95,11 @@ function setupLogin() {
     $('#login-key').value = '';
     await start();
   });
-  $('#sign-out').addEventListener('click', () => {
-    setApiKey('');
-    showLogin('Signed out.');
-  });
+  $('#sign-out').addEventListener('click', () => startOver('Signed out.'));
   onUnauthorized((message) => {
     const had = apiKey();
-    setApiKey('');
-    if (document.querySelector('#evidence').open) document.querySelector('#evidence').close();
-    showLogin(had ? `The key was refused: ${message}` : '');
+    if (had) startOver(`The key was refused: ${message}`);
+    else showLogin('');
   });
 }
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import PurePath
 
 from ragstack.text import content_words
@@ -62,6 +62,7 @@ _GENERIC = frozenset(
     better best worse worst more most less least which what who""".split()
 )
 GENERAL_ASPECTS = ("differences", "overview")
+MAX_ROWS, MAX_COLUMNS = 8, 8  # past these a question lists more than a table answers
 
 
 @dataclass(frozen=True)
@@ -123,12 +124,14 @@ def compare_table(question: str, evidence: Sequence[NumberedEvidence]) -> Table:
     names, else "differences" (when it asks for them) or "overview". A cell quotes the best
     sentence that names its row (or comes from the row's document) and speaks of its aspect."""
     asked = parse_question(question)
+    # A table someone can read, and a bounded cost: every cell scores every quotable sentence.
+    asked = replace(asked, things=asked.things[:MAX_ROWS], aspects=asked.aspects[:MAX_COLUMNS])
     quoted = quotes(evidence)
     if asked.things:
         rows = asked.things
         owners = {row: {e.ref for e in evidence if _owns(row, e)} for row in rows}
     else:
-        rows = tuple(dict.fromkeys(document_name(e) for e in evidence))
+        rows = tuple(dict.fromkeys(document_name(e) for e in evidence))[:MAX_ROWS]
         owners = {row: {e.ref for e in evidence if document_name(e) == row} for row in rows}
     general = not asked.aspects
     columns = asked.aspects or (_general_column(question),)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from opentelemetry.trace import get_tracer
 
@@ -91,7 +91,8 @@ class Drafter:
                     log.warning("LLM generation failed (%s); answering extractively", err)
                     trace.llm_error = f"{type(err).__name__}: {err}"
             if shaped and not text and not withheld and evidence.grade != grading.INCORRECT:
-                text, generator = await asyncio.to_thread(_shape, mode, asked, numbered), "extractive"
+                filled = await asyncio.to_thread(_shape, mode, asked, numbered, self._directed)
+                text, generator = filled, "extractive"
                 async for piece in generate.stream_text(text):
                     yield d.DeltaEvent(piece)
             if computed and not text and not withheld:
@@ -147,8 +148,33 @@ class Drafter:
         return extract.answer
 
 
-def _shape(mode: d.QueryMode, question: str, evidence: Sequence[generate.NumberedEvidence]) -> str:
+def _without_instructions(
+    question: str, evidence: Sequence[generate.NumberedEvidence], directed: Callable[[str], bool]
+) -> list[generate.NumberedEvidence]:
+    """The evidence as a shape may quote it: a sentence that instructs its reader is left out unless
+    the question is about it (the extractive answer's rule), so no cell or item carries one."""
+    return [
+        generate.NumberedEvidence(
+            e.ref,
+            replace(
+                e.hit,
+                chunk=replace(
+                    e.hit.chunk, text=generate.without_instructions(e.hit.chunk.text, question, directed)
+                ),
+            ),
+        )
+        for e in evidence
+    ]
+
+
+def _shape(
+    mode: d.QueryMode,
+    question: str,
+    numbered: Sequence[generate.NumberedEvidence],
+    directed: Callable[[str], bool],
+) -> str:
     """The mode's answer filled from the evidence alone: quoted cells with their refs."""
+    evidence = _without_instructions(question, numbered, directed)
     match mode:
         case d.QueryMode.COMPARE:
             return shapes.to_markdown(shapes.compare_table(question, evidence))

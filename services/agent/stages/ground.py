@@ -37,7 +37,7 @@ def grounded_text(text: str, evidence: Sequence[NumberedEvidence], policy: str, 
 
 def _grounded(sentence: str, refs: set[str]) -> bool:
     cited = {r.strip() for m in _MARKER.finditer(sentence) for r in m.group(1).split(",")}
-    return bool(cited & refs) or declares_ungrounded(sentence)
+    return (bool(cited) and cited <= refs) or declares_ungrounded(sentence)  # no made-up source
 
 
 def _remove(text: str, sentence: str) -> str:
