@@ -90,3 +90,14 @@ _DECLARED = re.compile(r"\(\s*not\s+from\s+the\s+documents\s*\)", re.IGNORECASE)
 
 def declares_ungrounded(sentence: str) -> bool:
     return bool(_DECLARED.search(sentence))
+
+
+# A citation marker in an answer: `[1]`, `[1, 3]`, `[doc-2]` (with the space before it); never the
+# text of a Markdown link or image (`[here](url)`, `![x](url)`), which a quoted document may hold.
+# One grammar for the agent's citation policy and the verifier's claims.
+CITATION_MARKER = re.compile(r"\s*(?<!!)\[(\s*[\w.-]+(?:\s*,\s*[\w.-]+)*\s*)\](?!\()")
+
+
+def citation_refs(text: str) -> list[str]:
+    """The refs the text's citation markers name, in order."""
+    return [r.strip() for m in CITATION_MARKER.finditer(text) for r in m.group(1).split(",")]

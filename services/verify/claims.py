@@ -5,11 +5,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ragstack.text import declares_ungrounded, split_sentences
+from ragstack.text import CITATION_MARKER, citation_refs, declares_ungrounded, split_sentences
 
-# A citation marker: `[1]`, `[1, 3]`, `[doc-2]`; never the text of a Markdown link or image
-# (`[here](url)`, `![x](url)`), which a quoted document may hold.
-_MARKER = re.compile(r"\s*(?<!!)\[(\s*[\w.-]+(?:\s*,\s*[\w.-]+)*\s*)\](?!\()")
+_MARKER = CITATION_MARKER
 _LEADING = re.compile(r"^(?:\s*(?<!!)\[(\s*[\w.-]+(?:\s*,\s*[\w.-]+)*\s*)\](?!\())+")
 
 
@@ -20,13 +18,9 @@ class DraftClaim:
     refs: tuple[str, ...]
 
 
-def _refs(text: str) -> list[str]:
-    return [r.strip() for m in _MARKER.finditer(text) for r in m.group(1).split(",")]
-
-
 def refs_in(text: str) -> set[str]:
     """Every citation ref the text's markers name."""
-    return set(_refs(text))
+    return set(citation_refs(text))
 
 
 def without_markers(text: str) -> str:
@@ -48,7 +42,7 @@ def split_claims(answer: str) -> list[DraftClaim]:
             lead = _LEADING.match(sentence)
             if lead and claims:
                 prev = claims[-1]
-                merged = tuple(dict.fromkeys((*prev.refs, *_refs(lead.group(0)))))
+                merged = tuple(dict.fromkeys((*prev.refs, *citation_refs(lead.group(0)))))
                 claims[-1] = DraftClaim(prev.claim_id, prev.text, merged)
                 sentence = sentence[lead.end() :]
             _add(claims, sentence)
@@ -59,7 +53,7 @@ def _add(claims: list[DraftClaim], unit: str) -> None:
     text = _MARKER.sub("", unit).replace("**", "").strip()
     # One that says it is not from the documents, or that they do not state it, is no claim on them.
     if text and not declares_ungrounded(text) and not _NOT_STATED.search(text):
-        claims.append(DraftClaim(f"c{len(claims) + 1}", text, tuple(dict.fromkeys(_refs(unit)))))
+        claims.append(DraftClaim(f"c{len(claims) + 1}", text, tuple(dict.fromkeys(citation_refs(unit)))))
 
 
 _CELL_SPLIT = re.compile(r"(?<!\\)\|")

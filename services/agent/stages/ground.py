@@ -9,10 +9,8 @@ import re
 from collections.abc import Sequence
 
 from ragstack.query_trace import QueryTrace
-from ragstack.text import declares_ungrounded, split_sentences
+from ragstack.text import citation_refs, declares_ungrounded, split_sentences
 from services.agent.generate import NumberedEvidence
-
-_MARKER = re.compile(r"(?<!!)\[\s*(\d+(?:\s*,\s*\d+)*)\s*\](?!\()")
 
 
 def grounded_text(text: str, evidence: Sequence[NumberedEvidence], policy: str, trace: QueryTrace) -> str:
@@ -36,7 +34,7 @@ def grounded_text(text: str, evidence: Sequence[NumberedEvidence], policy: str, 
 
 
 def _grounded(sentence: str, refs: set[str]) -> bool:
-    cited = {r.strip() for m in _MARKER.finditer(sentence) for r in m.group(1).split(",")}
+    cited = set(citation_refs(sentence))
     return (bool(cited) and cited <= refs) or declares_ungrounded(sentence)  # no made-up source
 
 
