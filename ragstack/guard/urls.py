@@ -50,6 +50,11 @@ Resolver = Callable[[str], Sequence[str]]
 
 ALLOW_KEY = "ingest.fetch_allow"
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_METHODS = frozenset({"GET", "PROPFIND"})  # PROPFIND: a WebDAV folder's listing
+# The headers a caller may add: validators, a WebDAV depth, a body's type. The rest (host, auth,
+# encodings) stay the fetcher's, so no caller can undo what the guard sets.
+_CALLER_HEADERS = frozenset({"if-none-match", "if-modified-since", "depth", "content-type", "accept"})
+_MAX_REQUEST_BODY = 64 * 1024
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -357,8 +362,38 @@ class _Decoder:
         return b"" if self._z is None else self._z.flush()
 
 
+@dataclass(frozen=True)
+class _Request:
+    method: str
+    headers: dict[str, str]
+    content: bytes
+
+    def redirected(self, status: int) -> _Request:
+        """A 303 is answered with a GET of the new location, without the body (and its type)."""
+        if status != 303 or self.method == "GET":
+            return self
+        headers = {k: v for k, v in self.headers.items() if k != "content-type"}
+        return _Request("GET", headers, b"")
+
+
+def _request(method: str, headers: dict[str, str] | None, content: bytes) -> _Request:
+    """The caller's part of a request, checked: a mistake here is a bug, so it raises ValueError."""
+    if method not in _METHODS:
+        raise ValueError(f"method {method!r}: the fetcher sends {sorted(_METHODS)} only")
+    extra = {k.lower(): v for k, v in (headers or {}).items()}
+    refused = sorted(set(extra) - _CALLER_HEADERS)
+    if refused:
+        raise ValueError(f"headers {refused}: a caller may set {sorted(_CALLER_HEADERS)} only")
+    if any("\r" in v or "\n" in v for v in extra.values()):
+        raise ValueError("a header value holds a line break")
+    if len(content) > _MAX_REQUEST_BODY:
+        raise ValueError(f"a request body is at most {_MAX_REQUEST_BODY} bytes")
+    return _Request(method, extra, content)
+
+
 class Fetcher:
-    """Guarded GET requests (see the module's docstring). Close it, or use it in a `with` block."""
+    """Guarded requests (see the module's docstring): GET, and PROPFIND for WebDAV listings. Close it,
+    or use it in a `with` block."""
 
     def __init__(
         self,
@@ -400,11 +435,22 @@ class Fetcher:
         self.close()
 
     def fetch(
-        self, url: str, *, auth: tuple[str, str] | None = None, deadline: float | None = None
+        self,
+        url: str,
+        *,
+        auth: tuple[str, str] | None = None,
+        deadline: float | None = None,
+        method: str = "GET",
+        headers: dict[str, str] | None = None,
+        content: bytes = b"",
     ) -> Fetched:
-        """GET `url`, following redirects. `auth` (or the URL's userinfo) goes to the URL's origin only.
-        The page's deadline is `timeout_s` from now, or `deadline` (on this fetcher's clock) if sooner.
-        Raises FetchRefused, FetchTooLarge or FetchFailed; other statuses than redirects are returned."""
+        """GET `url` (or `method` it), following redirects. `auth` (or the URL's userinfo) goes to the
+        URL's origin only. The page's deadline is `timeout_s` from now, or `deadline` (on this fetcher's
+        clock) if sooner. `headers` (validators such as If-None-Match, Depth, Content-Type, Accept) and
+        `content` go with every hop; a 303 turns the request into a GET without a body. Raises
+        FetchRefused, FetchTooLarge or FetchFailed; other statuses than redirects (304 included) are
+        returned."""
+        request = _request(method, headers, content)
         end = self._clock() + self._timeout_s
         if deadline is not None:
             end = min(end, deadline)
@@ -414,11 +460,12 @@ class Fetcher:
         via: str | None = None
         for _ in range(self._max_redirects + 1):
             own = credentials if target.origin == origin else None
-            response = self._send(target, own, end, via)
+            response = self._send(target, own, end, via, request)
             location = response.headers.get("location") if response.status_code in _REDIRECTS else None
             if not location:
                 return self._finish(target, response, end)
             response.close()
+            request = request.redirected(response.status_code)
             via = target.url
             try:
                 target = _target(urljoin(target.url, location))
@@ -434,7 +481,12 @@ class Fetcher:
         )
 
     def _send(
-        self, target: _Target, credentials: tuple[str, str] | None, end: float, via: str | None
+        self,
+        target: _Target,
+        credentials: tuple[str, str] | None,
+        end: float,
+        via: str | None,
+        call: _Request,
     ) -> httpx.Response:
         if self._clock() >= end:
             raise FetchFailed(target.url)
@@ -447,6 +499,7 @@ class Fetcher:
         except (OSError, UnicodeError, ValueError):
             raise FetchFailed(target.url) from None
         headers = {
+            **call.headers,
             "host": target.host_header,
             "user-agent": self._user_agent,
             "accept-encoding": "gzip, deflate",
@@ -460,7 +513,13 @@ class Fetcher:
                 break
             timeouts = {"connect": left, "read": left, "write": left, "pool": left}  # the transport: less
             extensions = {"timeout": timeouts, "sni_hostname": target.host}
-            request = httpx.Request("GET", target.at(address), headers=headers, extensions=extensions)
+            request = httpx.Request(
+                call.method,
+                target.at(address),
+                headers=headers,
+                content=call.content or None,  # none: a GET as before, without a Content-Length
+                extensions=extensions,
+            )
             try:
                 response = self._transport.handle_request(request)
             except httpx.ConnectError:
