@@ -189,6 +189,53 @@ class IngestConfig(_Strict):
         description="docling-serve: the largest answer read (the document as JSON); a larger one fails "
         "the file.",
     )
+    docling_serve_api_key_env: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$",
+        description="docling-serve: the NAME of an environment variable of the ingest service holding "
+        "the server's API key (its DOCLING_SERVE_API_KEY), sent in the X-Api-Key header of every "
+        "request; never the key itself. Read when the service starts: a variable that is not set or "
+        "is empty stops the start, naming it. Unset: no key is sent.",
+    )
+
+    # Sources kept in sync (top-level `sources:`; services/ingest/syncing/).
+    source_tick_s: float = Field(
+        1.0, gt=0, le=60, description="Sources: how often the ingester looks for a source that is due."
+    )
+    source_retries: int = Field(
+        5,
+        ge=1,
+        le=100,
+        description="Sources: attempts an item gets (with exponential backoff and jitter) before it is "
+        "dead-lettered; `ragstack source retry` gives it new ones, and so does a new revision of it.",
+    )
+    source_backoff_s: float = Field(
+        2.0, gt=0, description="Sources: the first retry's delay; each later one doubles it (± 20 %)."
+    )
+    source_backoff_max_s: float = Field(
+        600.0, gt=0, description="Sources: the longest delay between two retries."
+    )
+    source_breaker_failures: int = Field(
+        5,
+        ge=1,
+        le=1000,
+        description="Sources: consecutive failed polls (the source unreachable or its listing refused) "
+        "that open its circuit breaker; it is then not polled until the cool-down has passed.",
+    )
+    source_breaker_cooldown_s: float = Field(
+        60.0,
+        gt=0,
+        description="Sources: how long an open breaker waits before one trial poll (half-open): success "
+        "closes it, failure opens it again.",
+    )
+    source_max_items: int = Field(
+        100_000, ge=1, description="Sources: items one source may list; past it the poll fails, naming it."
+    )
+    source_watch: bool = Field(
+        True,
+        description="Sources: folders are watched for file-system events (inotify) and polled at once "
+        "on a change, besides their schedule; false polls them on their schedule only.",
+    )
 
     @field_validator("docling_serve_url")
     @classmethod
@@ -206,6 +253,69 @@ class IngestConfig(_Strict):
     def _converter_has_url(self) -> IngestConfig:
         if self.converter == "docling-serve" and not self.docling_serve_url:
             raise ValueError("ingest.converter is docling-serve: set ingest.docling_serve_url")
+        return self
+
+
+SOURCE_KINDS = ("folder", "http", "sitemap", "s3", "webdav")
+
+
+class SourceConfig(_Strict):
+    """A source kept in sync: `sources:` in the config, or `ragstack source add` (the AddSource RPC)."""
+
+    name: str = Field(..., pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="The source's name.")
+    kind: Literal["folder", "http", "sitemap", "s3", "webdav"] = Field(
+        ...,
+        description="folder (a folder under ingest.allowed_roots), http (one page or file by URL), "
+        "sitemap (the pages a sitemap.xml lists), s3 (objects under an s3://bucket/prefix) or webdav "
+        "(a WebDAV folder, walked).",
+    )
+    url: str = Field(
+        ...,
+        min_length=1,
+        max_length=2000,
+        description="Where: a folder path, an http(s) URL, a sitemap's URL, s3://bucket/prefix, or the "
+        "WebDAV folder's http(s) URL. Fetches go through the crawler's guard (ingest.fetch_allow).",
+    )
+    library: str = Field("", max_length=64, description="The library it feeds; empty means the default.")
+    interval_s: float = Field(300.0, ge=1, le=30 * 86400, description="Seconds between two polls.")
+    groups: list[str] = Field(
+        default_factory=list, max_length=32, description="ACL groups of its documents; empty: public."
+    )
+    include: list[str] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Globs an item's path (relative to `url`) must match, e.g. `*.md` or `docs/*`; "
+        "empty: every item.",
+    )
+    exclude: list[str] = Field(
+        default_factory=list, max_length=64, description="Globs of items left out, e.g. `drafts/*`."
+    )
+    delete: Literal["prune", "keep"] = Field(
+        "prune",
+        description="An item gone from the source: `prune` removes its document from every store; "
+        "`keep` leaves it indexed.",
+    )
+    endpoint: str | None = Field(
+        None,
+        max_length=2000,
+        description="s3 only: the endpoint of an S3-compatible server (http(s)://host:port); none: AWS. "
+        "Credentials come from the ingest service's environment (AWS_ACCESS_KEY_ID, ...), never from "
+        "the source.",
+    )
+    region: str | None = Field(None, max_length=64, description="s3 only: the bucket's region.")
+
+    @field_validator("include", "exclude")
+    @classmethod
+    def _globs(cls, value: list[str]) -> list[str]:
+        for glob in value:
+            if not glob or len(glob) > 256 or any(not ch.isprintable() for ch in glob):
+                raise ValueError("a glob is 1 to 256 printable characters")
+        return value
+
+    @model_validator(mode="after")
+    def _s3_options(self) -> SourceConfig:
+        if self.kind != "s3" and (self.endpoint or self.region):
+            raise ValueError("endpoint and region are for s3 sources only")
         return self
 
 
@@ -357,6 +467,23 @@ class GenerationConfig(_Strict):
     )
     active_retrieval_spans: int = Field(
         3, ge=1, le=10, description="Agent, active retrieval: unsupported claims searched for per round."
+    )
+    analysis_programs: bool = Field(
+        True,
+        description="Agent: for a question that needs computation over the found documents (totals, "
+        "counts, averages over their tables; counts across files), have the LLM write a Python program "
+        "run in the sandbox when an LLM is reachable; the deterministic analyses run when it fails or "
+        "no LLM is reachable.",
+    )
+    analysis_repairs: int = Field(
+        1,
+        ge=0,
+        le=3,
+        description="Agent, analysis programs: times a failed program is sent back to the LLM with its "
+        "error to be rewritten; 0: the first program only.",
+    )
+    analysis_timeout_s: float = Field(
+        60.0, gt=0, le=600, description="Agent, analysis programs: the deadline of each reply of the LLM."
     )
 
 
@@ -586,6 +713,19 @@ class Config(_Strict):
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     traces: TracesConfig = Field(default_factory=TracesConfig)
+    sources: list[SourceConfig] = Field(
+        default_factory=list,
+        max_length=1000,
+        description="Sources the ingest service keeps in sync (see `ragstack source`); names are unique.",
+    )
+
+    @field_validator("sources")
+    @classmethod
+    def _unique_sources(cls, value: list[SourceConfig]) -> list[SourceConfig]:
+        names = [s.name for s in value]
+        if len(names) != len(set(names)):
+            raise ValueError("two sources have the same name")
+        return value
 
     @property
     def traces_dir(self) -> Path:
@@ -649,6 +789,9 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
     if cfg.ingest.allowed_roots is not None:
         cfg.ingest.allowed_roots = [r if r.is_absolute() else base / r for r in cfg.ingest.allowed_roots]
     cfg.sql.allowed_roots = [r if r.is_absolute() else base / r for r in cfg.sql.allowed_roots]
+    for source in cfg.sources:
+        if source.kind == "folder" and not Path(source.url).expanduser().is_absolute():
+            source.url = str(base / source.url)
     for db in cfg.sql.databases:  # a bare relative file path is relative to the config file
         if "://" not in db.url and not Path(db.url).expanduser().is_absolute():
             db.url = str(base / db.url)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 from ragstack import domain as d
+from ragstack.config import SourceConfig
 from ragstack.convert_fields import from_pb, to_pb
 from ragstack.domain import SnapshotInfo, StoreStats, VacuumReport
+from ragstack.errors import InvalidArgument
 from ragstack.v1 import agent_pb2, common_pb2, ingest_pb2, retrieve_pb2
 
 _MODE_TO_PB: dict[d.SearchMode, common_pb2.SearchMode] = {
@@ -462,3 +466,72 @@ def graph_from_page(view: d.GraphView, page: retrieve_pb2.GetGraphResponse) -> N
     view.relations.extend(from_pb(r, d.GraphRelation) for r in page.relations)
     view.communities.extend(from_pb(c, d.GraphCommunity) for c in page.communities)
     view.chunks_with_entities = max(view.chunks_with_entities, page.chunks_with_entities)
+
+
+_SOURCE_KINDS = {
+    "folder": ingest_pb2.SOURCE_KIND_FOLDER,
+    "http": ingest_pb2.SOURCE_KIND_HTTP,
+    "sitemap": ingest_pb2.SOURCE_KIND_SITEMAP,
+    "s3": ingest_pb2.SOURCE_KIND_S3,
+    "webdav": ingest_pb2.SOURCE_KIND_WEBDAV,
+}
+_BREAKERS = {
+    "closed": ingest_pb2.BREAKER_STATE_CLOSED,
+    "open": ingest_pb2.BREAKER_STATE_OPEN,
+    "half_open": ingest_pb2.BREAKER_STATE_HALF_OPEN,
+}
+
+
+def source_spec_to_pb(spec: SourceConfig) -> ingest_pb2.SourceSpec:
+    return ingest_pb2.SourceSpec(
+        name=spec.name,
+        kind=_SOURCE_KINDS[spec.kind],
+        url=spec.url,
+        library=spec.library,
+        interval_s=spec.interval_s,
+        groups=spec.groups,
+        include=spec.include,
+        exclude=spec.exclude,
+        delete_policy=ingest_pb2.DELETE_POLICY_KEEP
+        if spec.delete == "keep"
+        else ingest_pb2.DELETE_POLICY_PRUNE,
+        endpoint=spec.endpoint or "",
+        region=spec.region or "",
+    )
+
+
+def source_spec_from_pb(pb: ingest_pb2.SourceSpec) -> SourceConfig:
+    """The spec, validated as the config's `sources:` entries are (InvalidArgument naming the field)."""
+    kinds = {int(v): k for k, v in _SOURCE_KINDS.items()}
+    raw = {
+        "name": pb.name,
+        "kind": kinds.get(pb.kind, ""),
+        "url": pb.url,
+        "library": pb.library,
+        "interval_s": pb.interval_s or 300.0,
+        "groups": list(pb.groups),
+        "include": list(pb.include),
+        "exclude": list(pb.exclude),
+        "delete": "keep" if pb.delete_policy == ingest_pb2.DELETE_POLICY_KEEP else "prune",
+        "endpoint": pb.endpoint or None,
+        "region": pb.region or None,
+    }
+    try:
+        return SourceConfig.model_validate(raw)
+    except ValidationError as err:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'spec'}: {e['msg']}" for e in err.errors()
+        )
+        raise InvalidArgument(f"invalid source: {problems}") from None
+
+
+def source_kind_name(kind: int) -> str:
+    return {int(v): k for k, v in _SOURCE_KINDS.items()}.get(kind, "")
+
+
+def breaker_name(state: int) -> str:
+    return {int(v): k for k, v in _BREAKERS.items()}.get(state, "closed")
+
+
+def breaker_to_pb(state: str) -> ingest_pb2.BreakerState:
+    return _BREAKERS.get(state, ingest_pb2.BREAKER_STATE_CLOSED)

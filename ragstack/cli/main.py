@@ -700,6 +700,113 @@ def db_query(ctx: click.Context, sql: str, database: str, library: str, as_json:
     _run(query(_config(ctx), sql, database, library, as_json))
 
 
+@cli.group(name="source")
+def source_group() -> None:
+    """Sources the ingest service keeps in sync: folders, web pages, sitemaps, S3 prefixes, WebDAV.
+
+    \b
+    A `ragstack serve` polls them on their schedule (folders also on file-system events) and
+    queues a job for each change; `ragstack source list` shows where each stands.
+    """
+
+
+@source_group.command(name="add")
+@click.argument("name")
+@click.argument("kind", type=click.Choice(["folder", "http", "sitemap", "s3", "webdav"]))
+@click.argument("url")
+@click.option("-l", "--library", default=None, help="The library it feeds (default from config).")
+@click.option("--every", "interval_s", type=float, default=None, help="Seconds between polls (300).")
+@click.option("-g", "--group", "groups", multiple=True, help="ACL group of its documents (repeatable).")
+@click.option("--include", multiple=True, help="Glob of items to take, e.g. '*.md' (repeatable).")
+@click.option("--exclude", multiple=True, help="Glob of items to leave out (repeatable).")
+@click.option("--keep-deleted", is_flag=True, help="Keep the documents of items gone (default: prune).")
+@click.option("--endpoint", default=None, help="s3: an S3-compatible server's URL.")
+@click.option("--region", default=None, help="s3: the bucket's region.")
+@click.option("--json", "as_json", is_flag=True, help="Print the source as JSON.")
+@click.pass_context
+def source_add(
+    ctx: click.Context, name: str, kind: str, url: str, keep_deleted: bool, as_json: bool, **opts: Any
+) -> None:
+    """Register the source NAME of KIND at URL (a folder path, an http(s) URL, s3://bucket/prefix)."""
+    from pydantic import ValidationError
+
+    from ragstack.cli.sources import call, show, spec_of
+
+    if kind == "folder" and Path(url).exists():  # as the shell completed it
+        url = str(Path(url).resolve())
+    try:
+        spec = spec_of(name, kind, url, delete="keep" if keep_deleted else None, **opts)
+    except ValidationError as err:
+        raise click.BadParameter("; ".join(e["msg"] for e in err.errors())) from None
+    show([_run(call(_config(ctx), "add_source", spec))], as_json)
+
+
+@source_group.command(name="list")
+@click.option("-l", "--library", default="", help="Only this library's sources.")
+@click.option("--json", "as_json", is_flag=True, help="Print the sources as JSON.")
+@click.pass_context
+def source_list(ctx: click.Context, library: str, as_json: bool) -> None:
+    """The sources, their breaker, next poll, retries and dead letters."""
+    from ragstack.cli.sources import call, show
+
+    show(_run(call(_config(ctx), "sources", library)), as_json)
+
+
+@source_group.command(name="pause")
+@click.argument("name")
+@click.pass_context
+def source_pause(ctx: click.Context, name: str) -> None:
+    """Stop polling NAME (its documents stay)."""
+    from ragstack.cli.sources import call, show
+
+    show([_run(call(_config(ctx), "pause_source", name, True))], False)
+
+
+@source_group.command(name="resume")
+@click.argument("name")
+@click.pass_context
+def source_resume(ctx: click.Context, name: str) -> None:
+    """Poll NAME again, at once."""
+    from ragstack.cli.sources import call, show
+
+    show([_run(call(_config(ctx), "pause_source", name, False))], False)
+
+
+@source_group.command(name="retry")
+@click.argument("name")
+@click.pass_context
+def source_retry(ctx: click.Context, name: str) -> None:
+    """Retry NAME now: dead letters get new attempts, an open breaker half-opens."""
+    from ragstack.cli.sources import call, show
+
+    source, requeued = _run(call(_config(ctx), "retry_source", name))
+    show([source], False)
+    click.echo(f"{requeued} dead-lettered item(s) given new attempts; polling now")
+
+
+@source_group.command(name="sync")
+@click.argument("name")
+@click.pass_context
+def source_sync(ctx: click.Context, name: str) -> None:
+    """Queue NAME's sync now; prints the job id."""
+    from ragstack.cli.sources import call
+
+    job = _run(call(_config(ctx), "sync_source", name))
+    click.echo(f"queued job {job.job_id} for source {name}")
+
+
+@source_group.command(name="remove")
+@click.argument("name")
+@click.option("--remove-documents", is_flag=True, help="Also remove its documents from every store.")
+@click.pass_context
+def source_remove(ctx: click.Context, name: str, remove_documents: bool) -> None:
+    """Forget the source NAME (declared ones are removed from ragstack.yaml instead)."""
+    from ragstack.cli.sources import call
+
+    removed = _run(call(_config(ctx), "remove_source", name, remove_documents))
+    click.echo(f"removed source {name}" + (f" and {removed} document(s)" if remove_documents else ""))
+
+
 @cli.group(name="store")
 def store_group() -> None:
     """The stores' lifecycle: stats, snapshots (create, list, restore, delete) and vacuum."""

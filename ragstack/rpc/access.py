@@ -24,15 +24,29 @@ OPEN_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 class Rule:
     permission: Permission
     action: str  # what the caller is doing, for the refusal
-    library: Callable[[Any], str] | None = None  # the library the request names, if any
+    library: Callable[[Any], str | None] | None = None  # the library the request names, if any
 
 
 def _library(request: Any) -> str:
     return str(request.library)
 
 
-def _submitted_library(request: Any) -> str:
-    return str(request.request.library)
+def _ingested_library(request: Any) -> str | None:
+    """An ingest's library; None for a source's sync, whose servicer checks the source's library."""
+    return None if request.source else str(request.library)
+
+
+def _named_library(request: Any) -> str | None:
+    """The library a listing is narrowed to; none named lists every library the caller may use."""
+    return str(request.library) or None
+
+
+def _submitted_library(request: Any) -> str | None:
+    return _ingested_library(request.request)
+
+
+def _spec_library(request: Any) -> str:
+    return str(request.spec.library)
 
 
 _R, _W, _A = Permission.READ, Permission.WRITE, Permission.ADMIN
@@ -42,7 +56,7 @@ RULES: dict[str, Rule] = {
     "/ragstack.v1.AgentService/ListSessions": Rule(_R, "listing sessions"),
     "/ragstack.v1.AgentService/SendFeedback": Rule(_R, "giving feedback"),  # on its own answers only
     "/ragstack.v1.AgentService/ListFeedback": Rule(_A, "listing feedback"),
-    "/ragstack.v1.IngestService/Ingest": Rule(_W, "ingesting", _library),
+    "/ragstack.v1.IngestService/Ingest": Rule(_W, "ingesting", _ingested_library),
     "/ragstack.v1.IngestService/SubmitIngest": Rule(_W, "queueing an ingest", _submitted_library),
     "/ragstack.v1.IngestService/GetIngestJob": Rule(_R, "reading an ingest job"),
     "/ragstack.v1.IngestService/ListIngestJobs": Rule(_R, "listing ingest jobs"),
@@ -59,6 +73,13 @@ RULES: dict[str, Rule] = {
     "/ragstack.v1.IngestService/RestoreSnapshot": Rule(_A, "restoring a snapshot"),
     "/ragstack.v1.IngestService/DeleteSnapshot": Rule(_A, "deleting a snapshot"),
     "/ragstack.v1.IngestService/Vacuum": Rule(_A, "vacuuming the stores"),
+    "/ragstack.v1.IngestService/AddSource": Rule(_A, "adding a source", _spec_library),
+    "/ragstack.v1.IngestService/ListSources": Rule(_R, "listing sources", _named_library),
+    "/ragstack.v1.IngestService/GetSource": Rule(_R, "reading a source"),  # its library: servicer
+    "/ragstack.v1.IngestService/PauseSource": Rule(_A, "pausing a source"),
+    "/ragstack.v1.IngestService/ResumeSource": Rule(_A, "resuming a source"),
+    "/ragstack.v1.IngestService/RemoveSource": Rule(_A, "removing a source"),
+    "/ragstack.v1.IngestService/RetrySource": Rule(_A, "retrying a source"),
     "/ragstack.v1.RetrieveService/Search": Rule(_R, "searching", _library),
     "/ragstack.v1.RetrieveService/Score": Rule(_R, "scoring texts"),
     "/ragstack.v1.RetrieveService/ListDatabases": Rule(_R, "listing databases", _library),

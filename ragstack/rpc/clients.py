@@ -12,7 +12,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ragstack import auth, convert
 from ragstack import domain as d
-from ragstack.config import SERVICE_NAMES
+from ragstack.config import SERVICE_NAMES, SourceConfig
 from ragstack.domain import SnapshotInfo, StoreStats, VacuumReport
 from ragstack.errors import RpcError
 from ragstack.telemetry import REQUEST_ID
@@ -440,6 +440,43 @@ class IngestClient:
     async def detach_database(self, name: str, library: str = "") -> None:
         req = ingest_pb2.DetachDatabaseRequest(library=library, name=name)
         await _unary(self._stub.DetachDatabase, req, self._short)
+
+    async def add_source(self, spec: SourceConfig) -> ingest_pb2.Source:
+        """Registers (or updates) a source; it is polled at once. Sources are returned as their
+        protobuf messages (a spec and a state): `pb_json` gives their JSON."""
+        req = ingest_pb2.AddSourceRequest(spec=convert.source_spec_to_pb(spec))
+        return (await _unary(self._stub.AddSource, req, self._short)).source
+
+    async def sources(self, library: str = "") -> list[ingest_pb2.Source]:
+        req = ingest_pb2.ListSourcesRequest(library=library)
+        return list((await _unary(self._stub.ListSources, req, self._short)).sources)
+
+    async def source(self, name: str) -> ingest_pb2.Source:
+        req = ingest_pb2.GetSourceRequest(name=name)
+        return (await _unary(self._stub.GetSource, req, self._short)).source
+
+    async def pause_source(self, name: str, paused: bool = True) -> ingest_pb2.Source:
+        """Pauses (or, with `paused=False`, resumes) a source."""
+        if paused:
+            req = ingest_pb2.PauseSourceRequest(name=name)
+            return (await _unary(self._stub.PauseSource, req, self._short)).source
+        resumed = ingest_pb2.ResumeSourceRequest(name=name)
+        return (await _unary(self._stub.ResumeSource, resumed, self._short)).source
+
+    async def retry_source(self, name: str) -> tuple[ingest_pb2.Source, int]:
+        """Retries now; returns the source and how many dead-lettered items were given new attempts."""
+        resp = await _unary(self._stub.RetrySource, ingest_pb2.RetrySourceRequest(name=name), self._short)
+        return resp.source, int(resp.requeued)
+
+    async def remove_source(self, name: str, remove_documents: bool = False) -> int:
+        """Forgets a source; returns how many of its documents were removed (with `remove_documents`)."""
+        req = ingest_pb2.RemoveSourceRequest(name=name, remove_documents=remove_documents)
+        return int((await _unary(self._stub.RemoveSource, req, self._deadline)).documents_removed)
+
+    async def sync_source(self, name: str) -> d.IngestJob:
+        """Queues a sync of the source now (a job like the ones its polls queue)."""
+        req = ingest_pb2.SubmitIngestRequest(request=ingest_pb2.IngestRequest(source=name))
+        return convert.ingest_job_from_pb((await _unary(self._stub.SubmitIngest, req, self._short)).job)
 
     async def stats(self, library: str = "") -> StoreStats:
         """Every library with documents (or only `library`), as each store counts it."""

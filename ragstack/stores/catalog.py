@@ -6,7 +6,7 @@ import builtins
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +78,16 @@ class Catalog:
         with self._lock:
             self._db.execute("BEGIN")
             self._db.executemany(_INSERT, rows)
+            self._db.execute("COMMIT")
+
+    def set_revisions(self, library: str, revisions: Mapping[str, str]) -> None:
+        """document_id -> its backend revision (mtime, ETag), for documents whose bytes did not change."""
+        with self._lock:
+            self._db.execute("BEGIN")
+            self._db.executemany(
+                "UPDATE documents SET revision = ? WHERE library = ? AND document_id = ?",
+                [(rev, library, doc_id) for doc_id, rev in revisions.items()],
+            )
             self._db.execute("COMMIT")
 
     def list(self, library: str) -> list[Document]:

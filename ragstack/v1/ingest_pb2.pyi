@@ -8,6 +8,28 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class SourceKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SOURCE_KIND_UNSPECIFIED: _ClassVar[SourceKind]
+    SOURCE_KIND_FOLDER: _ClassVar[SourceKind]
+    SOURCE_KIND_HTTP: _ClassVar[SourceKind]
+    SOURCE_KIND_SITEMAP: _ClassVar[SourceKind]
+    SOURCE_KIND_S3: _ClassVar[SourceKind]
+    SOURCE_KIND_WEBDAV: _ClassVar[SourceKind]
+
+class DeletePolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DELETE_POLICY_UNSPECIFIED: _ClassVar[DeletePolicy]
+    DELETE_POLICY_PRUNE: _ClassVar[DeletePolicy]
+    DELETE_POLICY_KEEP: _ClassVar[DeletePolicy]
+
+class BreakerState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    BREAKER_STATE_UNSPECIFIED: _ClassVar[BreakerState]
+    BREAKER_STATE_CLOSED: _ClassVar[BreakerState]
+    BREAKER_STATE_OPEN: _ClassVar[BreakerState]
+    BREAKER_STATE_HALF_OPEN: _ClassVar[BreakerState]
+
 class FileStage(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     FILE_STAGE_UNSPECIFIED: _ClassVar[FileStage]
@@ -27,6 +49,19 @@ class IngestJobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INGEST_JOB_STATE_DONE: _ClassVar[IngestJobState]
     INGEST_JOB_STATE_FAILED: _ClassVar[IngestJobState]
     INGEST_JOB_STATE_CANCELLED: _ClassVar[IngestJobState]
+SOURCE_KIND_UNSPECIFIED: SourceKind
+SOURCE_KIND_FOLDER: SourceKind
+SOURCE_KIND_HTTP: SourceKind
+SOURCE_KIND_SITEMAP: SourceKind
+SOURCE_KIND_S3: SourceKind
+SOURCE_KIND_WEBDAV: SourceKind
+DELETE_POLICY_UNSPECIFIED: DeletePolicy
+DELETE_POLICY_PRUNE: DeletePolicy
+DELETE_POLICY_KEEP: DeletePolicy
+BREAKER_STATE_UNSPECIFIED: BreakerState
+BREAKER_STATE_CLOSED: BreakerState
+BREAKER_STATE_OPEN: BreakerState
+BREAKER_STATE_HALF_OPEN: BreakerState
 FILE_STAGE_UNSPECIFIED: FileStage
 FILE_STAGE_PARSED: FileStage
 FILE_STAGE_CHUNKED: FileStage
@@ -41,6 +76,162 @@ INGEST_JOB_STATE_RUNNING: IngestJobState
 INGEST_JOB_STATE_DONE: IngestJobState
 INGEST_JOB_STATE_FAILED: IngestJobState
 INGEST_JOB_STATE_CANCELLED: IngestJobState
+
+class SourceSpec(_message.Message):
+    __slots__ = ("name", "kind", "url", "library", "interval_s", "groups", "include", "exclude", "delete_policy", "endpoint", "region")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    URL_FIELD_NUMBER: _ClassVar[int]
+    LIBRARY_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_FIELD_NUMBER: _ClassVar[int]
+    EXCLUDE_FIELD_NUMBER: _ClassVar[int]
+    DELETE_POLICY_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    kind: SourceKind
+    url: str
+    library: str
+    interval_s: float
+    groups: _containers.RepeatedScalarFieldContainer[str]
+    include: _containers.RepeatedScalarFieldContainer[str]
+    exclude: _containers.RepeatedScalarFieldContainer[str]
+    delete_policy: DeletePolicy
+    endpoint: str
+    region: str
+    def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[SourceKind, str]] = ..., url: _Optional[str] = ..., library: _Optional[str] = ..., interval_s: _Optional[float] = ..., groups: _Optional[_Iterable[str]] = ..., include: _Optional[_Iterable[str]] = ..., exclude: _Optional[_Iterable[str]] = ..., delete_policy: _Optional[_Union[DeletePolicy, str]] = ..., endpoint: _Optional[str] = ..., region: _Optional[str] = ...) -> None: ...
+
+class DeadLetter(_message.Message):
+    __slots__ = ("item", "revision", "error", "attempts", "failed_at")
+    ITEM_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    FAILED_AT_FIELD_NUMBER: _ClassVar[int]
+    item: str
+    revision: str
+    error: str
+    attempts: int
+    failed_at: str
+    def __init__(self, item: _Optional[str] = ..., revision: _Optional[str] = ..., error: _Optional[str] = ..., attempts: _Optional[int] = ..., failed_at: _Optional[str] = ...) -> None: ...
+
+class Source(_message.Message):
+    __slots__ = ("spec", "origin", "paused", "breaker", "consecutive_failures", "last_error", "last_poll_at", "last_success_at", "next_poll_at", "last_job_id", "retrying", "dead_letters")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    BREAKER_FIELD_NUMBER: _ClassVar[int]
+    CONSECUTIVE_FAILURES_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    LAST_POLL_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_SUCCESS_AT_FIELD_NUMBER: _ClassVar[int]
+    NEXT_POLL_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    RETRYING_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTERS_FIELD_NUMBER: _ClassVar[int]
+    spec: SourceSpec
+    origin: str
+    paused: bool
+    breaker: BreakerState
+    consecutive_failures: int
+    last_error: str
+    last_poll_at: str
+    last_success_at: str
+    next_poll_at: str
+    last_job_id: str
+    retrying: int
+    dead_letters: _containers.RepeatedCompositeFieldContainer[DeadLetter]
+    def __init__(self, spec: _Optional[_Union[SourceSpec, _Mapping]] = ..., origin: _Optional[str] = ..., paused: _Optional[bool] = ..., breaker: _Optional[_Union[BreakerState, str]] = ..., consecutive_failures: _Optional[int] = ..., last_error: _Optional[str] = ..., last_poll_at: _Optional[str] = ..., last_success_at: _Optional[str] = ..., next_poll_at: _Optional[str] = ..., last_job_id: _Optional[str] = ..., retrying: _Optional[int] = ..., dead_letters: _Optional[_Iterable[_Union[DeadLetter, _Mapping]]] = ...) -> None: ...
+
+class AddSourceRequest(_message.Message):
+    __slots__ = ("spec",)
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    spec: SourceSpec
+    def __init__(self, spec: _Optional[_Union[SourceSpec, _Mapping]] = ...) -> None: ...
+
+class AddSourceResponse(_message.Message):
+    __slots__ = ("source",)
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    source: Source
+    def __init__(self, source: _Optional[_Union[Source, _Mapping]] = ...) -> None: ...
+
+class ListSourcesRequest(_message.Message):
+    __slots__ = ("library",)
+    LIBRARY_FIELD_NUMBER: _ClassVar[int]
+    library: str
+    def __init__(self, library: _Optional[str] = ...) -> None: ...
+
+class ListSourcesResponse(_message.Message):
+    __slots__ = ("sources",)
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    sources: _containers.RepeatedCompositeFieldContainer[Source]
+    def __init__(self, sources: _Optional[_Iterable[_Union[Source, _Mapping]]] = ...) -> None: ...
+
+class GetSourceRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class GetSourceResponse(_message.Message):
+    __slots__ = ("source",)
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    source: Source
+    def __init__(self, source: _Optional[_Union[Source, _Mapping]] = ...) -> None: ...
+
+class PauseSourceRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class PauseSourceResponse(_message.Message):
+    __slots__ = ("source",)
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    source: Source
+    def __init__(self, source: _Optional[_Union[Source, _Mapping]] = ...) -> None: ...
+
+class ResumeSourceRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class ResumeSourceResponse(_message.Message):
+    __slots__ = ("source",)
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    source: Source
+    def __init__(self, source: _Optional[_Union[Source, _Mapping]] = ...) -> None: ...
+
+class RemoveSourceRequest(_message.Message):
+    __slots__ = ("name", "remove_documents")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    remove_documents: bool
+    def __init__(self, name: _Optional[str] = ..., remove_documents: _Optional[bool] = ...) -> None: ...
+
+class RemoveSourceResponse(_message.Message):
+    __slots__ = ("documents_removed",)
+    DOCUMENTS_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    documents_removed: int
+    def __init__(self, documents_removed: _Optional[int] = ...) -> None: ...
+
+class RetrySourceRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class RetrySourceResponse(_message.Message):
+    __slots__ = ("source", "requeued")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    REQUEUED_FIELD_NUMBER: _ClassVar[int]
+    source: Source
+    requeued: int
+    def __init__(self, source: _Optional[_Union[Source, _Mapping]] = ..., requeued: _Optional[int] = ...) -> None: ...
 
 class AttachDatabaseRequest(_message.Message):
     __slots__ = ("library", "name", "url", "groups")
@@ -81,7 +272,7 @@ class FileUpload(_message.Message):
     def __init__(self, filename: _Optional[str] = ..., content: _Optional[bytes] = ...) -> None: ...
 
 class IngestRequest(_message.Message):
-    __slots__ = ("library", "paths", "files", "prune", "urls", "enrich", "groups")
+    __slots__ = ("library", "paths", "files", "prune", "urls", "enrich", "groups", "source")
     LIBRARY_FIELD_NUMBER: _ClassVar[int]
     PATHS_FIELD_NUMBER: _ClassVar[int]
     FILES_FIELD_NUMBER: _ClassVar[int]
@@ -89,6 +280,7 @@ class IngestRequest(_message.Message):
     URLS_FIELD_NUMBER: _ClassVar[int]
     ENRICH_FIELD_NUMBER: _ClassVar[int]
     GROUPS_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
     library: str
     paths: _containers.RepeatedScalarFieldContainer[str]
     files: _containers.RepeatedCompositeFieldContainer[FileUpload]
@@ -96,7 +288,8 @@ class IngestRequest(_message.Message):
     urls: _containers.RepeatedScalarFieldContainer[str]
     enrich: bool
     groups: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, library: _Optional[str] = ..., paths: _Optional[_Iterable[str]] = ..., files: _Optional[_Iterable[_Union[FileUpload, _Mapping]]] = ..., prune: _Optional[bool] = ..., urls: _Optional[_Iterable[str]] = ..., enrich: _Optional[bool] = ..., groups: _Optional[_Iterable[str]] = ...) -> None: ...
+    source: str
+    def __init__(self, library: _Optional[str] = ..., paths: _Optional[_Iterable[str]] = ..., files: _Optional[_Iterable[_Union[FileUpload, _Mapping]]] = ..., prune: _Optional[bool] = ..., urls: _Optional[_Iterable[str]] = ..., enrich: _Optional[bool] = ..., groups: _Optional[_Iterable[str]] = ..., source: _Optional[str] = ...) -> None: ...
 
 class FileProgress(_message.Message):
     __slots__ = ("source", "stage", "document_id", "reason", "chunk_count", "index", "total")

@@ -120,6 +120,41 @@ class IngestServiceStub:
                 request_serializer=ragstack_dot_v1_dot_ingest__pb2.CancelIngestJobRequest.SerializeToString,
                 response_deserializer=ragstack_dot_v1_dot_ingest__pb2.CancelIngestJobResponse.FromString,
                 _registered_method=True)
+        self.AddSource = channel.unary_unary(
+                '/ragstack.v1.IngestService/AddSource',
+                request_serializer=ragstack_dot_v1_dot_ingest__pb2.AddSourceRequest.SerializeToString,
+                response_deserializer=ragstack_dot_v1_dot_ingest__pb2.AddSourceResponse.FromString,
+                _registered_method=True)
+        self.ListSources = channel.unary_unary(
+                '/ragstack.v1.IngestService/ListSources',
+                request_serializer=ragstack_dot_v1_dot_ingest__pb2.ListSourcesRequest.SerializeToString,
+                response_deserializer=ragstack_dot_v1_dot_ingest__pb2.ListSourcesResponse.FromString,
+                _registered_method=True)
+        self.GetSource = channel.unary_unary(
+                '/ragstack.v1.IngestService/GetSource',
+                request_serializer=ragstack_dot_v1_dot_ingest__pb2.GetSourceRequest.SerializeToString,
+                response_deserializer=ragstack_dot_v1_dot_ingest__pb2.GetSourceResponse.FromString,
+                _registered_method=True)
+        self.PauseSource = channel.unary_unary(
+                '/ragstack.v1.IngestService/PauseSource',
+                request_serializer=ragstack_dot_v1_dot_ingest__pb2.PauseSourceRequest.SerializeToString,
+                response_deserializer=ragstack_dot_v1_dot_ingest__pb2.PauseSourceResponse.FromString,
+                _registered_method=True)
+        self.ResumeSource = channel.unary_unary(
+                '/ragstack.v1.IngestService/ResumeSource',
+                request_serializer=ragstack_dot_v1_dot_ingest__pb2.ResumeSourceRequest.SerializeToString,
+                response_deserializer=ragstack_dot_v1_dot_ingest__pb2.ResumeSourceResponse.FromString,
+                _registered_method=True)
+        self.RemoveSource = channel.unary_unary(
+                '/ragstack.v1.IngestService/RemoveSource',
+                request_serializer=ragstack_dot_v1_dot_ingest__pb2.RemoveSourceRequest.SerializeToString,
+                response_deserializer=ragstack_dot_v1_dot_ingest__pb2.RemoveSourceResponse.FromString,
+                _registered_method=True)
+        self.RetrySource = channel.unary_unary(
+                '/ragstack.v1.IngestService/RetrySource',
+                request_serializer=ragstack_dot_v1_dot_ingest__pb2.RetrySourceRequest.SerializeToString,
+                response_deserializer=ragstack_dot_v1_dot_ingest__pb2.RetrySourceResponse.FromString,
+                _registered_method=True)
 
 
 class IngestServiceServicer:
@@ -272,6 +307,61 @@ class IngestServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AddSource(self, request, context):
+        """Registers a source the service keeps in sync: polled every `interval_s` (a folder also on
+        file-system events), its changes queued as ingest jobs (`IngestRequest.source`). Adding a
+        name again replaces its settings. Errors: INVALID_ARGUMENT for a bad spec, a name taken by
+        ragstack.yaml, or a folder outside `ingest.allowed_roots` (PERMISSION_DENIED); a URL the
+        fetch guard refuses (internal addresses unless `ingest.fetch_allow` names them) fails its polls.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSources(self, request, context):
+        """The sources of the libraries the caller may use, with their state.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSource(self, request, context):
+        """One source. Errors: NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PauseSource(self, request, context):
+        """Stops polling a source (its documents stay); a job already queued still runs. Errors: NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeSource(self, request, context):
+        """Polls a paused source again, at once. Errors: NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveSource(self, request, context):
+        """Forgets a source; with `remove_documents`, its documents are removed from every store too.
+        Errors: NOT_FOUND; INVALID_ARGUMENT for a source declared in ragstack.yaml.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RetrySource(self, request, context):
+        """Retries now: dead-lettered items get a fresh set of attempts, an open breaker is half-opened,
+        and the source is polled at once. Errors: NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IngestServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -359,6 +449,41 @@ def add_IngestServiceServicer_to_server(servicer, server):
                     servicer.CancelIngestJob,
                     request_deserializer=ragstack_dot_v1_dot_ingest__pb2.CancelIngestJobRequest.FromString,
                     response_serializer=ragstack_dot_v1_dot_ingest__pb2.CancelIngestJobResponse.SerializeToString,
+            ),
+            'AddSource': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddSource,
+                    request_deserializer=ragstack_dot_v1_dot_ingest__pb2.AddSourceRequest.FromString,
+                    response_serializer=ragstack_dot_v1_dot_ingest__pb2.AddSourceResponse.SerializeToString,
+            ),
+            'ListSources': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSources,
+                    request_deserializer=ragstack_dot_v1_dot_ingest__pb2.ListSourcesRequest.FromString,
+                    response_serializer=ragstack_dot_v1_dot_ingest__pb2.ListSourcesResponse.SerializeToString,
+            ),
+            'GetSource': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSource,
+                    request_deserializer=ragstack_dot_v1_dot_ingest__pb2.GetSourceRequest.FromString,
+                    response_serializer=ragstack_dot_v1_dot_ingest__pb2.GetSourceResponse.SerializeToString,
+            ),
+            'PauseSource': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseSource,
+                    request_deserializer=ragstack_dot_v1_dot_ingest__pb2.PauseSourceRequest.FromString,
+                    response_serializer=ragstack_dot_v1_dot_ingest__pb2.PauseSourceResponse.SerializeToString,
+            ),
+            'ResumeSource': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeSource,
+                    request_deserializer=ragstack_dot_v1_dot_ingest__pb2.ResumeSourceRequest.FromString,
+                    response_serializer=ragstack_dot_v1_dot_ingest__pb2.ResumeSourceResponse.SerializeToString,
+            ),
+            'RemoveSource': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveSource,
+                    request_deserializer=ragstack_dot_v1_dot_ingest__pb2.RemoveSourceRequest.FromString,
+                    response_serializer=ragstack_dot_v1_dot_ingest__pb2.RemoveSourceResponse.SerializeToString,
+            ),
+            'RetrySource': grpc.unary_unary_rpc_method_handler(
+                    servicer.RetrySource,
+                    request_deserializer=ragstack_dot_v1_dot_ingest__pb2.RetrySourceRequest.FromString,
+                    response_serializer=ragstack_dot_v1_dot_ingest__pb2.RetrySourceResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -821,6 +946,195 @@ class IngestService:
             '/ragstack.v1.IngestService/CancelIngestJob',
             ragstack_dot_v1_dot_ingest__pb2.CancelIngestJobRequest.SerializeToString,
             ragstack_dot_v1_dot_ingest__pb2.CancelIngestJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddSource(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragstack.v1.IngestService/AddSource',
+            ragstack_dot_v1_dot_ingest__pb2.AddSourceRequest.SerializeToString,
+            ragstack_dot_v1_dot_ingest__pb2.AddSourceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSources(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragstack.v1.IngestService/ListSources',
+            ragstack_dot_v1_dot_ingest__pb2.ListSourcesRequest.SerializeToString,
+            ragstack_dot_v1_dot_ingest__pb2.ListSourcesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSource(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragstack.v1.IngestService/GetSource',
+            ragstack_dot_v1_dot_ingest__pb2.GetSourceRequest.SerializeToString,
+            ragstack_dot_v1_dot_ingest__pb2.GetSourceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PauseSource(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragstack.v1.IngestService/PauseSource',
+            ragstack_dot_v1_dot_ingest__pb2.PauseSourceRequest.SerializeToString,
+            ragstack_dot_v1_dot_ingest__pb2.PauseSourceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumeSource(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragstack.v1.IngestService/ResumeSource',
+            ragstack_dot_v1_dot_ingest__pb2.ResumeSourceRequest.SerializeToString,
+            ragstack_dot_v1_dot_ingest__pb2.ResumeSourceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveSource(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragstack.v1.IngestService/RemoveSource',
+            ragstack_dot_v1_dot_ingest__pb2.RemoveSourceRequest.SerializeToString,
+            ragstack_dot_v1_dot_ingest__pb2.RemoveSourceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RetrySource(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragstack.v1.IngestService/RetrySource',
+            ragstack_dot_v1_dot_ingest__pb2.RetrySourceRequest.SerializeToString,
+            ragstack_dot_v1_dot_ingest__pb2.RetrySourceResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -29,6 +29,7 @@ from services.ingest.parse_worker import ParsePool
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.remote_convert import DoclingServe
 from services.ingest.servicer import IngestServicer, register
+from services.ingest.syncing.registry import build_sources
 
 
 def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
@@ -86,8 +87,10 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
     lifecycle = StoreLifecycle(cfg.data_dir, catalog, vectors, lexical, graph_store)
     lifecycle.resume()  # a restore a crash interrupted is finished before anything else runs
     databases = DatabaseRegistry(cfg.data_dir / "databases.sqlite", cfg.sql.databases, res.database_guard)
+    paths = PathGuard(default_roots(cfg.data_dir) if cfg.ingest.allowed_roots is None else cfg.ingest.allowed_roots)
 
     jobs = JobStore(cfg.data_dir / "jobs.sqlite")
+    sources = build_sources(cfg, pipeline, jobs, paths, lambda: servicer.wake())
     servicer = IngestServicer(
         pipeline,
         cfg.library,
@@ -96,17 +99,19 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         lifecycle=lifecycle,
         retention_days=cfg.ingest.retention_days,
         jobs=jobs,
-        paths=PathGuard(
-            default_roots(cfg.data_dir) if cfg.ingest.allowed_roots is None else cfg.ingest.allowed_roots
-        ),
+        paths=paths,
         crawl_slots=cfg.ingest.max_crawls,
+        sources=sources,
     )
     worker = asyncio.get_running_loop().create_task(servicer.work(), name="ingest-jobs")
+    poller = asyncio.get_running_loop().create_task(sources.poller.run(), name="ingest-sources")
 
     async def close() -> None:
-        worker.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await worker
+        for task in (poller, worker):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        sources.store.close()
         jobs.close()
         parser.close()
         if converter is not None:

@@ -48,20 +48,33 @@ class JobStore:
         # The submitter in full (its role, libraries and ACL groups), so the job runs as it would
         # have run in the call; empty for jobs from before principals.
         ensure_column(self._db, "jobs", "caller", "TEXT NOT NULL DEFAULT ''")
+        ensure_column(self._db, "jobs", "source", "TEXT NOT NULL DEFAULT ''")  # a source's sync job
 
-    def submit(self, library: str, request: bytes, principal: str = "", caller: str = "") -> Job:
-        """Queues `request`; `principal` names the submitter, `caller` is what to run the job as."""
+    def submit(
+        self, library: str, request: bytes, principal: str = "", caller: str = "", source: str = ""
+    ) -> Job:
+        """Queues `request`; `principal` names the submitter, `caller` is what to run the job as,
+        `source` the source it syncs (if it does)."""
         at = self._now().isoformat()
         job_id = uuid.uuid4().hex
         with self._lock:
             self._db.execute(
                 "INSERT INTO jobs (job_id, library, request, state, submitted_at, updated_at, principal,"
-                " caller) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (job_id, library, request, QUEUED, at, at, principal, caller),
+                " caller, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (job_id, library, request, QUEUED, at, at, principal, caller, source),
             )
         job = self.get(job_id)
         assert job is not None
         return job
+
+    def active(self, source: str) -> str | None:
+        """The id of a queued or running job that syncs `source`, if there is one."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT job_id FROM jobs WHERE source = ? AND state IN (?, ?) LIMIT 1",
+                (source, QUEUED, RUNNING),
+            ).fetchone()
+        return str(row[0]) if row else None
 
     def requeue_running(self) -> int:
         """At start: jobs a stopped service left running go back to the queue."""

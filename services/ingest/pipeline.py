@@ -22,7 +22,7 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -139,14 +139,16 @@ class IngestPipeline:
         groups: Sequence[str] = (),
         caller: tuple[str, ...] | None = None,
         token: object = None,
+        removals: Sequence[str] = (),
     ) -> Generator[FileProgress | IngestSummary, None, None]:
         """Yields per-document progress events, then the summary. With `prune_roots`, documents of
         the library whose source lies under one of them but was not seen this time are removed.
         With `enrich`, every new chunk gets the LLM's situating sentence first (when one answers).
         `groups`: the ACL groups of every document written (empty: public). `caller`: the ACL of
         who ingests (None: sees all); a document it may not see is neither replaced nor pruned.
-        `token`: names this run for `interrupt`."""
-        if not items and not prune_roots:
+        `token`: names this run for `interrupt`. `removals`: ids of documents to remove (a
+        source's items gone), with the pruned ones."""
+        if not items and not prune_roots and not removals:
             raise InvalidArgument("nothing to ingest: give paths or files")
         acl = acl_groups(groups)
         start = self._clock()
@@ -208,9 +210,8 @@ class IngestPipeline:
                     self._vectors.build_ann_index(self._ann_min_rows)
             except Exception:  # exact search still works; the next run tries again
                 log.exception("building the ANN index failed")
-        if prune_roots:
-            seen = {doc.document_id for doc in docs if isinstance(doc, DocItem)}
-            yield from self._prune(library, prune_roots, seen, summary, len(docs), caller)
+        seen = {doc.document_id for doc in docs if isinstance(doc, DocItem)}
+        yield from self._prune(library, prune_roots, seen, summary, len(docs), caller, set(removals))
         if self._graph is not None:
             self._refresh_graph(library, summary, changed=bool(summary.indexed or summary.removed))
         summary.seconds = self._clock() - start
@@ -235,12 +236,15 @@ class IngestPipeline:
         summary: IngestSummary,
         total: int,
         caller: tuple[str, ...] | None,
+        removals: set[str],
     ) -> Iterator[FileProgress]:
+        if not roots and not removals:
+            return
         gone = [
             doc
             for doc in self.list_documents(library, caller)
             if doc.document_id not in seen
-            and any(doc.source == r or doc.source.startswith((r.rstrip("/") + "/", r + "#")) for r in roots)
+            and (doc.document_id in removals or any(_under(doc.source, r) for r in roots))
         ]
         if not gone:
             return
@@ -442,6 +446,22 @@ class IngestPipeline:
             raise DocumentNotFound(document_id)
         return doc
 
+    def note_revisions(self, library: str, revisions: Mapping[str, str]) -> None:
+        """Records the backend revisions of documents found unchanged (same bytes, a new mtime or
+        ETag), so that their source's next poll needs no read to tell."""
+        self._catalog.set_revisions(library, revisions)
+
+    def remove_documents(self, library: str, document_ids: Sequence[str]) -> int:
+        """Removes those of the documents that are indexed from every store, all or none; returns
+        how many were."""
+        wanted = set(document_ids)
+        present = [d.document_id for d in self._catalog.list(library) if d.document_id in wanted]
+        if present:
+            self._stores.apply(Change(library, present))
+            if self._graph is not None:
+                self._refresh_graph(library, IngestSummary(), changed=True)
+        return len(present)
+
     def delete_document(self, library: str, document_id: str, acl: tuple[str, ...] | None = None) -> int:
         """Removes the document from every store, all or nothing; returns its number of chunks."""
         doc = self.get_document(library, document_id, acl)
@@ -449,6 +469,11 @@ class IngestPipeline:
         if self._graph is not None:
             self._refresh_graph(library, IngestSummary(), changed=True)
         return doc.chunk_count
+
+
+def _under(source: str, root: str) -> bool:
+    """Whether a document's source is `root` or lies under it (a file in a folder, a corpus line)."""
+    return source == root or source.startswith((root.rstrip("/") + "/", root + "#"))
 
 
 def _chunk_count(prepared: _Prepared | None) -> int:

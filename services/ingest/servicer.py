@@ -23,7 +23,16 @@ from services.ingest.ahead import Ahead
 from services.ingest.crawler import CrawlLimits, crawl, fetcher_for
 from services.ingest.jobs import Job, JobStore
 from services.ingest.pipeline import IngestPipeline
-from services.ingest.sources import Rejected, SourceItem, collect_paths, resolved, upload_items
+from services.ingest.sources import (
+    Rejected,
+    SourceItem,
+    collect_paths,
+    document_id_for,
+    resolved,
+    upload_items,
+)
+from services.ingest.syncing.poller import forget
+from services.ingest.syncing.registry import Sources
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -42,12 +51,15 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         jobs: JobStore | None = None,
         paths: PathGuard | None = None,
         crawl_slots: int = 2,
+        sources: Sources | None = None,
     ) -> None:
         self._pipeline = pipeline
+        self._sources = sources
         self._paths = paths or PathGuard(())  # server files readable by path: none unless configured
         self._jobs = jobs
         self._running: tuple[str, asyncio.Task[None]] | None = None  # the job the worker runs
         self._wake = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._lifecycle = lifecycle
         self._retention_days = retention_days
         self._databases = databases
@@ -70,6 +82,10 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
             yield event
 
     async def _ingest(self, request: ingest_pb2.IngestRequest) -> AsyncIterator[ingest_pb2.IngestResponse]:
+        if request.source:
+            async for response in self._sync(request):
+                yield response
+            return
         library = library_name(request.library, self._default_library)
         groups = acl_groups(request.groups)
         items: list[SourceItem | Rejected] = [
@@ -93,10 +109,30 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
                 token=token,
             )
             async for event in _read_ahead(events, lambda: self._pipeline.interrupt(token)):
-                if isinstance(event, FileProgress):
-                    yield convert.progress_to_pb(event)
-                elif isinstance(event, IngestSummary):
-                    yield convert.summary_to_pb(event)
+                yield _event_pb(event)
+
+    async def _sync(self, request: ingest_pb2.IngestRequest) -> AsyncIterator[ingest_pb2.IngestResponse]:
+        """A source's sync, as its job (or an Ingest call naming it) runs it."""
+        sources = self._registry_of_sources()
+        self._source_request(request)
+        async with self._writer():
+            token = object()
+            events = sources.sync.run(request.source, auth.current().acl, token)
+            async for event in _read_ahead(events, lambda: self._pipeline.interrupt(token)):
+                yield _event_pb(event)
+
+    def _source_request(self, request: ingest_pb2.IngestRequest) -> str:
+        """The library of the source a request syncs, once the request is checked."""
+        if request.paths or request.files or request.urls or request.groups or request.prune:
+            raise InvalidArgument(
+                "a source's sync takes no paths, files, urls, groups or prune: its spec says"
+            )
+        spec = self._registry_of_sources().store.get(request.source).spec
+        library = library_name(spec.library, self._default_library)
+        if request.library and library_name(request.library, self._default_library) != library:
+            raise InvalidArgument(f"source {spec.name!r} feeds library {library!r}, not {request.library!r}")
+        auth.current().require_library(library)
+        return library
 
     async def _crawl(self, url: str) -> tuple[list[SourceItem], list[tuple[str, str]]]:
         """A crawl, when one of the service's crawl slots (`ingest.max_crawls`) is free; it waits
@@ -136,6 +172,17 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         self, request: ingest_pb2.SubmitIngestRequest, context: grpc.aio.ServicerContext
     ) -> ingest_pb2.SubmitIngestResponse:
         wanted = request.request
+        if wanted.source:
+            library = self._source_request(wanted)
+            job = self._queue().submit(
+                library,
+                wanted.SerializeToString(),
+                auth.current().name,
+                auth.current().to_header(),
+                wanted.source,
+            )
+            self._wake.set()
+            return ingest_pb2.SubmitIngestResponse(job=_job_pb(job))
         library = library_name(wanted.library, self._default_library)
         if not (wanted.paths or wanted.files or wanted.urls):
             raise InvalidArgument("nothing to ingest: give paths, files or urls")
@@ -186,8 +233,14 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
             raise Unavailable("this ingest service keeps no job queue")
         return self._jobs
 
+    def wake(self) -> None:
+        """A job was queued (from any thread): the worker looks at the queue now."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._wake.set)
+
     async def work(self) -> None:
         """The queue's worker: runs queued jobs one at a time, for as long as the service runs."""
+        self._loop = asyncio.get_running_loop()
         jobs = self._queue()
         jobs.requeue_running()
         while True:
@@ -369,6 +422,87 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
             raise Unavailable("this ingest service manages no store lifecycle")
         return self._lifecycle
 
+    # --- sources ---------------------------------------------------------------------------------
+
+    async def AddSource(
+        self, request: ingest_pb2.AddSourceRequest, context: grpc.aio.ServicerContext
+    ) -> ingest_pb2.AddSourceResponse:
+        sources = self._registry_of_sources()
+        spec = convert.source_spec_from_pb(request.spec)
+        await asyncio.to_thread(sources.check, spec)
+        state = sources.store.add(spec)
+        sources.poller.wake()
+        return ingest_pb2.AddSourceResponse(source=sources.to_pb(state))
+
+    async def ListSources(
+        self, request: ingest_pb2.ListSourcesRequest, context: grpc.aio.ServicerContext
+    ) -> ingest_pb2.ListSourcesResponse:
+        sources = self._registry_of_sources()
+        caller = auth.current()
+        wanted = library_name(request.library, self._default_library) if request.library else None
+        found = []
+        for state in sources.store.list():
+            library = library_name(state.spec.library, self._default_library)
+            if caller.may_use(library) and wanted in (None, library):
+                found.append(sources.to_pb(state))
+        return ingest_pb2.ListSourcesResponse(sources=found)
+
+    async def GetSource(
+        self, request: ingest_pb2.GetSourceRequest, context: grpc.aio.ServicerContext
+    ) -> ingest_pb2.GetSourceResponse:
+        sources = self._registry_of_sources()
+        state = sources.store.get(request.name)
+        if not auth.current().may_use(library_name(state.spec.library, self._default_library)):
+            raise NotFound(f"source {request.name!r} not found")  # another library's reads as unknown
+        return ingest_pb2.GetSourceResponse(source=sources.to_pb(state))
+
+    async def PauseSource(
+        self, request: ingest_pb2.PauseSourceRequest, context: grpc.aio.ServicerContext
+    ) -> ingest_pb2.PauseSourceResponse:
+        sources = self._registry_of_sources()
+        return ingest_pb2.PauseSourceResponse(
+            source=sources.to_pb(sources.store.set_paused(request.name, True))
+        )
+
+    async def ResumeSource(
+        self, request: ingest_pb2.ResumeSourceRequest, context: grpc.aio.ServicerContext
+    ) -> ingest_pb2.ResumeSourceResponse:
+        sources = self._registry_of_sources()
+        state = sources.store.set_paused(request.name, False)
+        sources.poller.wake()
+        return ingest_pb2.ResumeSourceResponse(source=sources.to_pb(state))
+
+    async def RemoveSource(
+        self, request: ingest_pb2.RemoveSourceRequest, context: grpc.aio.ServicerContext
+    ) -> ingest_pb2.RemoveSourceResponse:
+        sources = self._registry_of_sources()
+        state = sources.store.get(request.name)
+        members = sources.store.members(request.name)
+        sources.store.remove(request.name)
+        forget(request.name)
+        removed = 0
+        if request.remove_documents and members:
+            library = library_name(state.spec.library, self._default_library)
+            async with self._writer():
+                ids = [document_id_for(library, member) for member in sorted(members)]
+                removed = await asyncio.to_thread(self._pipeline.remove_documents, library, ids)
+        return ingest_pb2.RemoveSourceResponse(documents_removed=removed)
+
+    async def RetrySource(
+        self, request: ingest_pb2.RetrySourceRequest, context: grpc.aio.ServicerContext
+    ) -> ingest_pb2.RetrySourceResponse:
+        sources = self._registry_of_sources()
+        requeued = sources.store.retry(request.name)
+        sources.poller.wake()
+        return ingest_pb2.RetrySourceResponse(
+            source=sources.to_pb(sources.store.get(request.name)), requeued=requeued
+        )
+
+    def _registry_of_sources(self) -> Sources:
+        if self._sources is None:
+            raise Unavailable("this ingest service keeps no sources")
+        return self._sources
+
     def _registry(self) -> DatabaseRegistry:
         if self._databases is None:
             raise Unavailable("this ingest service keeps no database registry")
@@ -383,6 +517,12 @@ _STATES = {
     "failed": ingest_pb2.INGEST_JOB_STATE_FAILED,
     "cancelled": ingest_pb2.INGEST_JOB_STATE_CANCELLED,
 }
+
+
+def _event_pb(event: FileProgress | IngestSummary) -> ingest_pb2.IngestResponse:
+    if isinstance(event, FileProgress):
+        return convert.progress_to_pb(event)
+    return convert.summary_to_pb(event)
 
 
 def _job_pb(job: Job) -> ingest_pb2.IngestJob:

@@ -1,0 +1,159 @@
+"""One source brought in line with its library: scan, compare with the catalog, ingest what changed,
+remove what is gone (under the delete policy).
+
+`look` is a poll's cheap half: it scans and says whether anything is to be done, writing nothing
+(the poller queues a job when it is). `run` is the job: it scans again, so a job that waited in the
+queue, or is run again after a crash, works from what the source holds now."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass, field
+
+from ragstack.config import SourceConfig
+from ragstack.domain import FileProgress, FileStage, IngestSummary, acl_groups, library_name
+from services.ingest.pipeline import IngestPipeline
+from services.ingest.sources import SourceItem, document_id_for
+from services.ingest.syncing.backends import Backend, Entry, Failed, selector
+from services.ingest.syncing.state import SourceStore
+
+Opener = Callable[[SourceConfig], Backend]
+
+
+@dataclass
+class Scan:
+    """A source's items against its library: what to fetch, what failed, what is gone."""
+
+    library: str
+    changed: list[Entry] = field(default_factory=list)
+    failed: list[Failed] = field(default_factory=list)
+    unchanged: int = 0
+    waiting: int = 0  # failed before, backing off or dead, and not changed since
+    seen: set[str] = field(default_factory=set)  # sources listed (failed ones too: never pruned)
+    gone: list[str] = field(default_factory=list)  # members not listed, when the policy prunes
+    held: dict[str, str] = field(default_factory=dict)  # source -> revision the catalog holds
+
+    @property
+    def work(self) -> bool:
+        return bool(self.changed or self.failed or self.gone)
+
+
+class SourceSync:
+    def __init__(
+        self, store: SourceStore, pipeline: IngestPipeline, opener: Opener, default_library: str
+    ) -> None:
+        self._store = store
+        self._pipeline = pipeline
+        self._open = opener
+        self._default_library = default_library
+
+    def library(self, spec: SourceConfig) -> str:
+        return library_name(spec.library, self._default_library)
+
+    def look(self, name: str) -> Scan:
+        """Scans the source (one metadata check per unchanged item) and compares; writes nothing.
+        Raises the backend's ScanError when the source cannot be scanned."""
+        return self._scan(self._store.get(name).spec)
+
+    def _scan(self, spec: SourceConfig) -> Scan:
+        library = self.library(spec)
+        scan = Scan(library)
+        scan.held = {d.source: d.revision for d in self._pipeline.list_documents(library)}
+        failures = self._store.failures(spec.name)
+        backend = self._open(spec)
+        try:
+            for found in backend.scan(scan.held, selector(tuple(spec.include), tuple(spec.exclude))):
+                scan.seen.add(found.source)
+                earlier = failures.get(found.source)
+                revision = found.revision if isinstance(found, Entry) else ""
+                if earlier is not None and self._store.waiting(earlier, revision):
+                    scan.waiting += 1
+                elif isinstance(found, Failed):
+                    scan.failed.append(found)
+                elif scan.held.get(found.source) == found.revision:
+                    scan.unchanged += 1
+                else:
+                    scan.changed.append(found)
+        finally:
+            backend.close()
+        if spec.delete == "prune":  # only after a whole scan: one that raised prunes nothing
+            scan.gone = sorted(self._store.members(spec.name) - scan.seen)
+        return scan
+
+    def run(
+        self, name: str, caller: tuple[str, ...] | None = None, token: object = None
+    ) -> Generator[FileProgress | IngestSummary, None, None]:
+        """The sync job: progress events as an ingest's, then the summary."""
+        spec = self._store.get(name).spec
+        try:
+            scan = self._scan(spec)
+        except Exception as err:  # the job fails, and the source's breaker counts it as a failed poll
+            self._store.poll_failed(name, str(err) or type(err).__name__)
+            raise
+        # Members first: a crash after the ingest below must not leave a document no source owns.
+        self._store.add_members(name, scan.seen)
+        for failed in scan.failed:
+            self._store.item_failed(name, failed.source, "", failed.reason)
+        items = [SourceItem(e.source, e.revision, e.read, max(e.size, 0), e.kind) for e in scan.changed]
+        revisions = {e.source: e.revision for e in scan.changed}
+        removals = [document_id_for(scan.library, source) for source in scan.gone]
+        summary = IngestSummary()
+        if items or removals:
+            events = self._pipeline.run(
+                items,
+                scan.library,
+                enrich=False,
+                groups=acl_groups(spec.groups),
+                caller=caller,
+                token=token,
+                removals=removals,
+            )
+            with contextlib.closing(events):
+                yield from self._follow(name, scan, revisions, events, summary)
+        for failed in scan.failed:  # items the scan could not look at
+            summary.files += 1
+            summary.failed += 1
+            summary.failures.append(f"{failed.source}: {failed.reason}")
+            yield FileProgress(failed.source, FileStage.FAILED, 0, 0, reason=failed.reason)
+        self._store.remove_members(name, scan.gone)
+        summary.files += scan.unchanged
+        summary.unchanged += scan.unchanged
+        if scan.waiting:
+            summary.notes.append(
+                f"{scan.waiting} item(s) left to a later retry or dead-lettered (`ragstack source retry`)"
+            )
+        yield summary
+
+    def _follow(
+        self,
+        name: str,
+        scan: Scan,
+        revisions: dict[str, str],
+        events: Iterator[FileProgress | IngestSummary],
+        summary: IngestSummary,
+    ) -> Iterator[FileProgress]:
+        """Passes the pipeline's events on, recording each item's outcome as it comes."""
+        settled: dict[str, str] = {}  # document id -> revision, found unchanged by their bytes
+        for event in events:
+            if isinstance(event, IngestSummary):
+                _merge(summary, event)
+                continue
+            if event.stage is FileStage.FAILED:
+                self._store.item_failed(name, event.source, revisions.get(event.source, ""), event.reason)
+            elif event.stage in (FileStage.INDEXED, FileStage.UNCHANGED):
+                self._store.items_ok(name, [event.source])
+                if event.stage is FileStage.UNCHANGED and event.source in revisions:
+                    settled[event.document_id] = revisions[event.source]
+            yield event
+        if settled:
+            self._pipeline.note_revisions(scan.library, settled)
+
+
+def _merge(into: IngestSummary, other: IngestSummary) -> None:
+    for name in ("files", "indexed", "unchanged", "failed", "chunks", "removed", "seconds"):
+        setattr(into, name, getattr(into, name) + getattr(other, name))
+    for name in ("entities", "relations", "communities", "communities_summarized"):
+        setattr(into, name, getattr(other, name))
+    into.failures.extend(other.failures)
+    into.notes.extend(other.notes)

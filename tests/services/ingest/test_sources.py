@@ -1,0 +1,269 @@
+"""Sources kept in sync, below the RPCs: a folder source on the real pipeline (LanceDB, tantivy and
+SQLite in a temp dir, the real embedder), its polls, jobs, retries, dead letters and breaker."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from ragstack.config import SourceConfig
+from ragstack.domain import FileStage, IngestSummary
+from ragstack.guard.paths import PathGuard
+from ragstack.stores.catalog import Catalog
+from ragstack.stores.lexical import LexicalStore
+from ragstack.stores.vectors import VectorStore
+from ragstack.v1 import ingest_pb2
+from services.ingest.jobs import JobStore
+from services.ingest.pipeline import IngestPipeline
+from services.ingest.syncing.backends import Backend, FolderBackend
+from services.ingest.syncing.poller import SourcePoller
+from services.ingest.syncing.state import CLOSED, HALF_OPEN, OPEN, Retries, SourceStore
+from services.ingest.syncing.sync import SourceSync
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Reads:
+    """The folder backend, counting the files it reads."""
+
+    def __init__(self, inner: Backend) -> None:
+        self.inner = inner
+        self.count = 0
+
+    def scan(self, known, wanted):  # type: ignore[no-untyped-def]
+        for entry in self.inner.scan(known, wanted):
+            if hasattr(entry, "read"):
+                read = entry.read
+
+                def counted(read=read):  # type: ignore[no-untyped-def]
+                    self.count += 1
+                    return read()
+
+                entry = type(entry)(entry.source, entry.name, entry.revision, entry.size, counted, entry.kind)
+            yield entry
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class World:
+    def __init__(self, tmp: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+        self.folder = tmp / "inbox"
+        self.folder.mkdir()
+        self.clock = Clock()
+        self.catalog = Catalog(tmp / "catalog.sqlite")
+        self.pipeline = IngestPipeline(
+            self.catalog,
+            VectorStore(tmp / "lance", embedder.dimension, writer=True),
+            LexicalStore(tmp / "tantivy", writer=True),
+            embedder,
+            chunk_tokens=256,
+            overlap_sentences=1,
+            max_file_bytes=20_000,
+        )
+        self.store = SourceStore(
+            tmp / "sources.sqlite",
+            Retries(attempts=3, backoff_s=10, breaker_failures=3, breaker_cooldown_s=60),
+            now=self.clock,
+        )
+        self.paths = PathGuard([tmp])
+        self.backends: list[Reads] = []
+        self.sync = SourceSync(self.store, self.pipeline, self._open, "default")
+        self.jobs = JobStore(tmp / "jobs.sqlite")
+        self.poller = SourcePoller(self.store, self.sync, self.jobs, lambda: None, watch=False)
+
+    def _open(self, spec: SourceConfig) -> Backend:
+        backend = Reads(FolderBackend(spec.url, self.paths, max_items=1000))
+        self.backends.append(backend)
+        return backend
+
+    def add(self, **spec: object) -> SourceConfig:
+        source = SourceConfig.model_validate(
+            {"name": "notes", "kind": "folder", "url": str(self.folder), "library": "lib", **spec}
+        )
+        self.store.add(source)
+        return source
+
+    def write(self, name: str, text: str) -> Path:
+        path = self.folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        return path
+
+    def sync_now(self, name: str = "notes") -> tuple[dict[str, FileStage], IngestSummary]:
+        """Runs the source's job as the worker would; (source -> last stage, summary)."""
+        stages: dict[str, FileStage] = {}
+        summary = None
+        for event in self.sync.run(name):
+            if isinstance(event, IngestSummary):
+                summary = event
+            else:
+                stages[event.source] = event.stage
+        assert summary is not None
+        return stages, summary
+
+    def indexed(self) -> dict[str, str]:
+        return {d.source: d.revision for d in self.catalog.list("lib")}
+
+
+@pytest.fixture
+def world(tmp_path: Path, embedder) -> World:  # type: ignore[no-untyped-def]
+    return World(tmp_path, embedder)
+
+
+def test_an_added_a_changed_and_a_deleted_file_are_picked_up_by_one_poll(world: World) -> None:
+    keep = world.write("keep.md", "# Keep\n\nThe lighthouse keeper logs the tides every evening.")
+    change = world.write("change.md", "# Change\n\nThe ferry leaves at nine.")
+    gone = world.write("gone.md", "# Gone\n\nThe old bridge was closed for repairs.")
+    world.add()
+    assert world.poller.poll("notes")  # a job was queued
+    stages, summary = world.sync_now()
+    assert summary.indexed == 3 and set(world.indexed()) == {str(p.resolve()) for p in (keep, change, gone)}
+
+    added = world.write("sub/added.md", "# Added\n\nThe market opens on Saturdays.")
+    change.write_text("# Change\n\nThe ferry now leaves at ten.")
+    os.utime(change, (world.clock.now + 5, world.clock.now + 5))
+    gone.unlink()
+    assert world.poller.poll("notes")
+    stages, summary = world.sync_now()
+    assert stages[str(added.resolve())] is FileStage.INDEXED
+    assert stages[str(change.resolve())] is FileStage.INDEXED
+    assert stages[str(gone.resolve())] is FileStage.REMOVED
+    assert str(keep.resolve()) not in stages  # unchanged: listed, never read
+    assert (summary.indexed, summary.removed, summary.unchanged) == (2, 1, 1)
+    assert set(world.indexed()) == {str(p.resolve()) for p in (keep, change, added)}
+    hits = world.pipeline._lexical.search("ferry ten", "lib", 3)[0]  # type: ignore[attr-defined]
+    assert hits and hits[0].source == str(change.resolve())
+
+
+def test_an_unchanged_source_costs_a_listing_and_queues_nothing(world: World) -> None:
+    world.write("a.md", "# A\n\nApples grow in the northern orchard.")
+    world.add()
+    world.poller.poll("notes")
+    world.sync_now()
+    reads_before = sum(b.count for b in world.backends)
+    assert world.poller.poll("notes") == ""  # nothing to do: no job
+    assert sum(b.count for b in world.backends) == reads_before
+    assert world.jobs.list() and len(world.jobs.list()) == 1
+
+
+def test_a_touched_file_is_read_once_then_known_by_its_new_revision(world: World) -> None:
+    path = world.write("a.md", "# A\n\nApples grow in the northern orchard.")
+    world.add()
+    world.sync_now()
+    os.utime(path, (world.clock.now + 99, world.clock.now + 99))
+    stages, _ = world.sync_now()
+    assert stages[str(path.resolve())] is FileStage.UNCHANGED  # same bytes
+    assert world.poller.poll("notes") == ""  # the new mtime is recorded: no read next time
+
+
+def test_keep_policy_leaves_the_documents_of_deleted_files(world: World) -> None:
+    path = world.write("a.md", "# A\n\nApples grow in the northern orchard.")
+    world.add(delete="keep")
+    world.sync_now()
+    path.unlink()
+    assert world.poller.poll("notes") == ""
+    assert str(path.resolve()) in world.indexed()
+
+
+def test_globs_choose_the_items(world: World) -> None:
+    world.write("a.md", "# A\n\nApples grow in the northern orchard.")
+    world.write("drafts/b.md", "# B\n\nBananas ripen in the south.")
+    world.write("c.txt", "Cherries are picked in June.")
+    world.add(include=["*.md"], exclude=["drafts/*"])
+    world.sync_now()
+    assert [Path(s).name for s in world.indexed()] == ["a.md"]
+
+
+def test_a_failing_item_backs_off_then_is_dead_lettered_and_retried_on_demand(world: World) -> None:
+    world.write("big.md", "# Big\n\n" + "Too many words here. " * 2000)  # over max_file_bytes
+    world.add()
+    _, summary = world.sync_now()
+    assert summary.failed == 1 and "ingest.max_file_mb" in summary.failures[0]
+    failure = next(iter(world.store.failures("notes").values()))
+    assert failure.attempts == 1 and not failure.dead and failure.retry_at > world.clock.now
+    assert world.poller.poll("notes") == ""  # backing off: no job
+    for attempt in (2, 3):
+        world.clock.now += 10_000
+        assert world.poller.poll("notes")
+        world.sync_now()
+        failure = next(iter(world.store.failures("notes").values()))
+        assert failure.attempts == attempt
+    assert failure.dead
+    world.clock.now += 100_000
+    assert world.poller.poll("notes") == ""  # dead: left alone
+    assert world.store.retry("notes") == 1
+    assert world.poller.poll("notes")  # tried again
+
+
+def test_a_new_revision_of_a_dead_item_is_tried_again(world: World) -> None:
+    path = world.write("big.md", "# Big\n\n" + "Too many words here. " * 2000)
+    world.add()
+    for _ in range(3):
+        world.clock.now += 10_000
+        world.sync_now()
+    assert next(iter(world.store.failures("notes").values())).dead
+    path.write_text("# Small now\n\nA short note about owls.")
+    os.utime(path, (world.clock.now + 7, world.clock.now + 7))
+    stages, _ = world.sync_now()
+    assert stages[str(path.resolve())] is FileStage.INDEXED
+    assert world.store.failures("notes") == {}
+
+
+def test_the_breaker_opens_after_failed_polls_and_closes_when_the_source_recovers(world: World) -> None:
+    world.write("a.md", "# A\n\nApples grow in the northern orchard.")
+    world.add()
+    hidden = world.folder.rename(world.folder.with_name("away"))
+    for _ in range(3):
+        world.clock.now += 700  # past any backoff
+        assert world.poller.poll("notes") == ""
+    state = world.store.get("notes")
+    assert state.breaker == OPEN and state.failures == 3 and "does not exist" in state.last_error
+    world.clock.now += 30
+    assert "notes" not in [s.spec.name for s in world.store.due()]  # cooling down
+    world.clock.now += 31
+    assert [s.spec.name for s in world.store.due()] == ["notes"]
+    assert world.store.polling("notes") == HALF_OPEN
+    world.poller.poll("notes")  # the trial fails: open again
+    assert world.store.get("notes").breaker == OPEN
+    hidden.rename(world.folder)
+    world.clock.now += 61
+    assert world.poller.poll("notes")  # the trial succeeds
+    state = world.store.get("notes")
+    assert (state.breaker, state.failures, state.last_error) == (CLOSED, 0, "")
+
+
+def test_a_job_whose_scan_fails_counts_against_the_breaker(world: World) -> None:
+    world.add()
+    world.folder.rmdir()
+    with pytest.raises(Exception, match="does not exist"):
+        world.sync_now()
+    assert world.store.get("notes").failures == 1
+
+
+def test_one_job_at_a_time_per_source(world: World) -> None:
+    world.write("a.md", "# A\n\nApples grow in the northern orchard.")
+    world.add()
+    job = world.poller.poll("notes")
+    assert world.jobs.active("notes") == job
+    request = ingest_pb2.IngestRequest.FromString(world.jobs.claim()[1])  # type: ignore[index]
+    assert request.source == "notes"
+
+
+def test_config_sources_are_declared_and_cannot_be_changed_through_the_api(world: World) -> None:
+    spec = SourceConfig(name="cfg", kind="folder", url=str(world.folder))
+    world.store.declare([spec])
+    with pytest.raises(Exception, match="declared in ragstack.yaml"):
+        world.store.add(spec)
+    with pytest.raises(Exception, match="declared in ragstack.yaml"):
+        world.store.remove("cfg")
+    world.store.declare([])
+    assert [s.spec.name for s in world.store.list()] == []
