@@ -163,19 +163,35 @@ class IngestPipeline:
                 )
         known = self._catalog.states(library)
 
+        # Files a docling-serve server converts are prepared up to its cap at once (the waits on
+        # it overlap); the run's other files one at a time, as on one thread: a run holds at most
+        # one parser process, and parsing here is no faster for being spread over threads.
+        remote = self._converter
+        workers = remote.max_concurrent if remote is not None else 1
+        local = threading.Lock()
+
         def prepare(entry: tuple[int, DocItem | Rejected]) -> _Prepared | None:
             index, doc = entry
             if isinstance(doc, Rejected):
                 return None
-            return self._prepare(doc, library, known, index, acl, caller, token)
+            if remote is not None and remote.converts(doc.source, doc.kind):
+                return self._prepare(doc, library, known, index, acl, caller, token)
+            with local:
+                return self._prepare(doc, library, known, index, acl, caller, token)
 
         pending: list[_Prepared] = []
-        # Leaving the block stops the parsing ahead and waits for the batch in flight, also when
-        # the caller stops reading. The parsing stays at most a batch of chunks ahead.
+        # Leaving the block stops the parsing ahead (the files in hand are finished) and waits for
+        # the batch in flight, also when the caller stops reading. The parsing stays at most a
+        # batch of chunks ahead, plus the files in hand; events and writes keep the files' order.
         with (
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="ingest-write") as writer,
             Ahead(
-                enumerate(docs, start=1), prepare, _chunk_count, self._batch_chunks, "ingest-parse"
+                enumerate(docs, start=1),
+                prepare,
+                _chunk_count,
+                self._batch_chunks,
+                "ingest-parse",
+                workers=workers,
             ) as ahead,
         ):
             in_flight: Future[list[FileProgress]] | None = None

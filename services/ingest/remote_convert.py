@@ -6,35 +6,51 @@ to_markdown and the page layout; docling_reader.markdown_of), so the chunks are 
 asked for Docling's model-free native pipeline, the one run here: a server that does not know it
 refuses the request, and the file fails saying so, rather than coming back in another shape.
 
-Where it runs: in the service process, on the pipeline's parsing thread, not in a parser process
-(services/ingest/parse_worker.py). No local parser runs: what runs here is the budgets' checks
-before sending (the same as for a local parse: a container's members, HTML's depth and text, a
-PDF's page count), an HTML page's main content, the request (its time bounded by the timeouts, the
-answer's size by `ingest.docling_serve_max_response_mb`) and linear passes over the document. A
-parser process would only hold one of the few worker slots (`ingest.parse_workers`) while waiting
-on the network, and cap the requests in flight at their count, where the server is there to take
-more. The cap is `ingest.docling_serve_max_concurrent` requests at once, a semaphore per process.
-OCR stays local and in a parser process: a PDF whose pages lack a text layer is read there whole
-(the same result, from the same code; the server's answer is dropped).
+Where it runs: in the service process, on the pipeline's parsing threads (one ingest run converts
+up to `ingest.docling_serve_max_concurrent` files at once, handed on in their order:
+services/ingest/ahead.py), not in a parser process (services/ingest/parse_worker.py). No local
+parser runs: what runs here is the budgets' checks before sending (the same as for a local parse:
+a container's members, HTML's depth and text, a PDF's page count), an HTML page's main content,
+the request (its time bounded by the timeouts, the answer's size by
+`ingest.docling_serve_max_response_mb`) and linear passes over the document. A parser process
+would only hold one of the few worker slots (`ingest.parse_workers`) while waiting on the network,
+and cap the requests in flight at their count, where the server is there to take more. The cap
+is `ingest.docling_serve_max_concurrent` requests at once, a semaphore per process. OCR stays
+local and in a parser process: a PDF whose pages lack a text layer is read there whole (the same
+result, from the same code; the server's answer is dropped).
+
+A server that requires an API key (docling-serve's `DOCLING_SERVE_API_KEY`) is sent it in the
+`X-Api-Key` header of every request. The key is read from the environment variable that
+`ingest.docling_serve_api_key_env` names, once, when the service starts (a missing or empty one
+stops the start, naming the variable); it is never in the config, a log line or an error message.
 
 Failures fail the file, never the batch: the server's status and its message
 (`docling-serve at URL answered 500: ...`), a refused connection, a timeout, an answer too large or
-not a DoclingDocument, each named.
+not a DoclingDocument, each named. A refused key (401, 403) names the setting to look at.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
+from collections.abc import Mapping
 from importlib.util import find_spec
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from ragstack.errors import DeadlineExceeded, FailedPrecondition, Unavailable, UnsupportedFormat
+from ragstack.errors import (
+    ConfigError,
+    DeadlineExceeded,
+    FailedPrecondition,
+    RagstackError,
+    Unavailable,
+    UnsupportedFormat,
+)
 from ragstack.extras import MissingExtra
 from services.ingest import readers
 from services.ingest.budgets import Budgets, OverBudget
@@ -60,6 +76,8 @@ FORMATS = {
 }
 assert set(FORMATS) == set(readers.DOCLING) | {".pdf"}, "every format converted through Docling"
 ENDPOINT = "/v1/convert/file"
+KEY_HEADER = "X-Api-Key"  # docling-serve's API key header (its DOCLING_SERVE_API_KEY)
+KEY_SETTING = "ingest.docling_serve_api_key_env"
 # What is converted here (pdf_reader._converter, docling_reader._converter): the native PDF pipeline
 # (no layout, OCR or table model), no images. OCR of pages without text stays local.
 OPTIONS = {
@@ -86,10 +104,19 @@ class DoclingServe:
         connect_timeout_s: float = 10.0,
         max_concurrent: int = 4,
         max_response_mb: float = 256.0,
+        api_key: str | None = None,
+        api_key_env: str | None = None,
     ) -> None:
         """`url`: the server's base URL (http or https); `timeout_s`: one file's whole request,
-        from sending to the answer's last byte; `max_concurrent`: requests in flight at once."""
+        from sending to the answer's last byte; `max_concurrent`: requests in flight at once;
+        `api_key`: sent in every request's X-Api-Key header (`api_key_env`: the variable it came
+        from, for the errors to name)."""
+        if api_key and not _header_safe(api_key):
+            raise ConfigError("the docling-serve API key is not printable ASCII (an HTTP header's value)")
         self.url = url.rstrip("/")
+        self.max_concurrent = max_concurrent
+        self._key = api_key or None
+        self._key_env = api_key_env
         self._timeout_s = timeout_s
         self._connect_timeout_s = connect_timeout_s
         self._max_bytes = int(max_response_mb * 1024 * 1024)
@@ -101,20 +128,29 @@ class DoclingServe:
             limits=httpx.Limits(max_connections=max_concurrent, max_keepalive_connections=max_concurrent),
             follow_redirects=False,
             trust_env=False,
+            headers={KEY_HEADER: self._key} if self._key else None,
         )
 
     @classmethod
-    def from_config(cls, ingest: IngestConfig) -> DoclingServe | None:
-        """The client `ingest.converter` asks for; None for local conversion."""
+    def from_config(
+        cls, ingest: IngestConfig, environ: Mapping[str, str] | None = None
+    ) -> DoclingServe | None:
+        """The client `ingest.converter` asks for; None for local conversion. The API key is read
+        from `environ` (the process's environment by default); a ConfigError names a variable
+        that is missing or unusable, never its value."""
         if ingest.converter != "docling-serve":
             return None
         assert ingest.docling_serve_url  # the config refuses docling-serve without a URL
+        name = ingest.docling_serve_api_key_env
+        key = _api_key(name, os.environ if environ is None else environ) if name else None
         return cls(
             ingest.docling_serve_url,
             timeout_s=ingest.docling_serve_timeout_s,
             connect_timeout_s=ingest.docling_serve_connect_timeout_s,
             max_concurrent=ingest.docling_serve_max_concurrent,
             max_response_mb=ingest.docling_serve_max_response_mb,
+            api_key=key,
+            api_key_env=name,
         )
 
     def converts(self, name: str, kind: str = "") -> bool:
@@ -154,9 +190,15 @@ class DoclingServe:
             )
         media_type = readers.DOCLING.get(suffix, "application/pdf")
         form = {**OPTIONS, "from_formats": FORMATS[suffix]}
-        with self._slots:
-            raw = self._post(name, data, media_type, form)
-        return self._read(raw)
+        try:
+            with self._slots:
+                raw = self._post(name, data, media_type, form)
+            return self._read(raw)
+        except Exception as err:
+            scrubbed = self._scrubbed(err)
+            if scrubbed is err:
+                raise
+            raise scrubbed from None
 
     def close(self) -> None:
         self._client.close()
@@ -169,7 +211,7 @@ class DoclingServe:
             ) as response:
                 if response.status_code != 200:
                     body = _read_some(response, _ERROR_BODY_BYTES)
-                    raise _refusal(self.url, response.status_code, body)
+                    raise self._refusal(response.status_code, body)
                 return self._body(response, deadline)
         except httpx.ConnectTimeout:
             raise Unavailable(
@@ -199,6 +241,35 @@ class DoclingServe:
             if time.monotonic() > deadline:  # an answer that trickles in: the whole request is timed
                 raise self._too_slow()
         return b"".join(chunks)
+
+    def _refusal(self, status: int, body: bytes) -> Exception:
+        """The error for an answer other than 200: the server's fault or busy (5xx, 429), or our
+        request refused as sent (other 4xx: a key, an option this server does not know)."""
+        message = f"docling-serve at {self.url} answered {status}: {_message(body)}"
+        if status >= 500 or status == 429:
+            return Unavailable(message)
+        if status in (401, 403):
+            if self._key is None:
+                message += f"; the server requires an API key: set {KEY_SETTING}"
+            else:
+                message += (
+                    f"; the server refused the API key read from ${self._key_env or '?'} ({KEY_SETTING})"
+                )
+        return FailedPrecondition(message)
+
+    def _scrubbed(self, err: Exception) -> Exception:
+        """`err` as it is, or, should the server or a library have echoed the API key in it, an
+        error of the same kind without the key (and without its cause, which may hold it too)."""
+        text = str(err)
+        if self._key is None or self._key not in text:
+            return err
+        text = text.replace(self._key, "[the API key]")
+        if isinstance(err, RagstackError):
+            try:
+                return type(err)(text)
+            except TypeError:
+                pass
+        return Unavailable(f"docling-serve at {self.url} failed: {type(err).__name__}: {text}")
 
     def _too_slow(self) -> DeadlineExceeded:
         return DeadlineExceeded(
@@ -246,13 +317,23 @@ def _read_some(response: httpx.Response, limit: int) -> bytes:
     return out[:limit]
 
 
-def _refusal(url: str, status: int, body: bytes) -> Exception:
-    """The error for an answer other than 200: the server's fault or busy (5xx, 429), or our request
-    refused as sent (other 4xx: a key, an option this server does not know)."""
-    message = f"docling-serve at {url} answered {status}: {_message(body)}"
-    if status >= 500 or status == 429:
-        return Unavailable(message)
-    return FailedPrecondition(message)
+def _api_key(name: str, environ: Mapping[str, str]) -> str:
+    """The API key in the environment variable `name`, stripped (as docling-serve strips what it
+    receives). Refused, naming the variable and never the value: missing, empty, or not a header's
+    printable ASCII."""
+    where = f"{KEY_SETTING} names the environment variable {name}"
+    if name not in environ:
+        raise ConfigError(f"{where}, which is not set in the ingest service's environment")
+    key = environ[name].strip()
+    if not key:
+        raise ConfigError(f"{where}, which is empty")
+    if not _header_safe(key):
+        raise ConfigError(f"{where}, whose value is not printable ASCII (an HTTP header's value)")
+    return key
+
+
+def _header_safe(value: str) -> bool:
+    return all(" " <= c <= "~" for c in value)
 
 
 def _message(body: bytes) -> str:

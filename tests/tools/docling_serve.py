@@ -10,7 +10,9 @@ model-free pipelines: PDFs with the native pipeline (`pipeline=native`; any othe
 models, so 422), the other formats with Docling's default backends. One file per request.
 
 It records every request (file name and options), the most requests it had in flight at once, and
-can be told to answer a file with an error status or to be slow. It judges nothing.
+can be told to answer a file with an error status or to be slow. Told an API key (`api_key`), it
+requires it as docling-serve does (`DOCLING_SERVE_API_KEY`): the `X-Api-Key` header, stripped, or
+401 with docling-serve's own messages, before anything is converted. It judges nothing.
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ class DoclingServeServer:
         self.fail: dict[str, tuple[int, str]] = {}  # file name -> (status, detail) to answer with
         self.slow: dict[str, float] = {}  # file name -> seconds to wait before converting (or reset)
         self.delay_s = 0.0  # every request waits this long first
+        self.api_key: str | None = None  # required in X-Api-Key when set
+        self.keys: list[str | None] = []  # the X-Api-Key header of every conversion request
+        self.refused = 0  # requests answered 401
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
@@ -57,6 +62,9 @@ class DoclingServeServer:
             self.fail.clear()
             self.slow.clear()
             self.delay_s = 0.0
+            self.api_key = None
+            self.keys.clear()
+            self.refused = 0
             self.max_in_flight = 0
 
     @contextmanager
@@ -83,6 +91,10 @@ class DoclingServeServer:
                 body = self.rfile.read(int(self.headers.get("content-length", "0")))
                 if self.path != "/v1/convert/file":
                     self._send(404, {"detail": "Not Found"})
+                    return
+                refusal = owner._check_key(self.headers.get("x-api-key"))
+                if refusal is not None:
+                    self._send(401, {"detail": refusal})
                     return
                 owner._begin()
                 try:
@@ -116,6 +128,21 @@ class DoclingServeServer:
             server.shutdown()
             server.server_close()
             thread.join(timeout=10)
+
+    def _check_key(self, candidate: str | None) -> str | None:
+        """docling-serve's check (docling_serve/auth.py): None, or why the request is refused."""
+        with self._lock:
+            self.keys.append(candidate)
+            if not self.api_key:
+                return None
+            if candidate is None:
+                refusal = "Missing field X-Api-Key."
+            elif candidate.strip() != self.api_key:
+                refusal = "The provided API Key is invalid."
+            else:
+                return None
+            self.refused += 1
+            return refusal
 
     def _begin(self) -> None:
         with self._lock:

@@ -1,12 +1,15 @@
 """Remote conversion (`ingest.converter: docling-serve`) against a small server that speaks
 docling-serve's HTTP API and converts with the Docling installed here (tests/tools/docling_serve.py):
-the same chunks as local conversion, one request per file, failures per file, the concurrency cap."""
+the same chunks as local conversion, one request per file, failures per file, the concurrency cap,
+the API key, and a run's files converted several at once in their order."""
 
 from __future__ import annotations
 
+import logging
 import shutil
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +23,7 @@ from ragstack.stores.catalog import Catalog
 from ragstack.stores.lexical import LexicalStore
 from ragstack.stores.vectors import VectorStore
 from services.ingest import readers
+from services.ingest.ahead import Ahead
 from services.ingest.budgets import Budgets
 from services.ingest.chunker import chunk_markdown
 from services.ingest.pipeline import IngestPipeline
@@ -276,3 +280,271 @@ def test_the_config_names_the_server_and_refuses_other_schemes(tmp_path: Path) -
     ):
         with pytest.raises(ConfigError, match=r"ingest\.docling_serve_url"):
             load_config(None, {"RAGSTACK__INGEST__DOCLING_SERVE_URL": url})
+
+
+KEY = "k3y-Only-The-Server-And-The-Test-Know"
+WRONG = "an0ther-Key-That-Is-Not-It"
+
+
+def _key_folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    shutil.copy(DOCS / "docx" / "word_sample.docx", folder / "word.docx")
+    shutil.copy(DOCS / "pdf" / "code_and_formula.pdf", folder / "paper.pdf")
+    return folder
+
+
+def _keyed(url: str, value: str | None) -> DoclingServe:
+    """The client the config makes, the key read from an environment holding `value` (None: no key)."""
+    environ = {"RAGSTACK_TEST_DOCLING_KEY": value} if value is not None else {}
+    settings = {
+        "RAGSTACK__INGEST__CONVERTER": "docling-serve",
+        "RAGSTACK__INGEST__DOCLING_SERVE_URL": url,
+    }
+    if value is not None:
+        settings["RAGSTACK__INGEST__DOCLING_SERVE_API_KEY_ENV"] = "RAGSTACK_TEST_DOCLING_KEY"
+    remote = DoclingServe.from_config(load_config(None, settings).ingest, environ)
+    assert remote is not None
+    return remote
+
+
+def _ingest(tmp_path: Path, embedder, remote: DoclingServe, folder: Path) -> list:  # type: ignore[no-untyped-def]
+    pipeline = _pipeline(tmp_path, embedder, remote)
+    try:
+        return list(pipeline.run(collect_paths([str(folder)], EVERYWHERE), "docs"))
+    finally:
+        remote.close()
+
+
+def test_the_api_key_is_sent_with_every_request_and_never_shown(
+    tmp_path: Path,
+    embedder,  # type: ignore[no-untyped-def]
+    docling: DoclingServeServer,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)  # httpx's and httpcore's own logging too
+    folder = _key_folder(tmp_path)
+    docling.api_key = KEY
+    setting = "ingest.docling_serve_api_key_env"
+
+    # The right key (read stripped, as docling-serve strips what it receives): every file converted.
+    events = _ingest(tmp_path / "right", embedder, _keyed(docling.url, f"  {KEY}\n"), folder)
+    assert _outcomes(events) == {"paper.pdf": "INDEXED", "word.docx": "INDEXED"}
+    assert docling.keys == [KEY, KEY] and docling.refused == 0
+
+    # A wrong key: each file fails naming the server's answer and the setting, never the key.
+    events = _ingest(tmp_path / "wrong", embedder, _keyed(docling.url, WRONG), folder)
+    for reason in _outcomes(events).values():
+        assert reason == (
+            f"docling-serve at {docling.url} answered 401: The provided API Key is invalid.; the server "
+            f"refused the API key read from $RAGSTACK_TEST_DOCLING_KEY ({setting})"
+        )
+    summary = events[-1]
+    assert isinstance(summary, IngestSummary) and (summary.indexed, summary.failed) == (0, 2)
+
+    # No key where one is required: the setting to set is named.
+    events = _ingest(tmp_path / "none", embedder, _keyed(docling.url, None), folder)
+    for reason in _outcomes(events).values():
+        assert reason == (
+            f"docling-serve at {docling.url} answered 401: Missing field X-Api-Key.; the server requires "
+            f"an API key: set {setting}"
+        )
+    assert docling.keys[2:] == [WRONG, WRONG, None, None] and docling.refused == 4
+
+    # A server that echoes the key in its error: the key is cut out of the message.
+    docling.fail["word.docx"] = (500, f"worker died holding X-Api-Key={KEY}")
+    events = _ingest(tmp_path / "echo", embedder, _keyed(docling.url, KEY), folder)
+    assert _outcomes(events)["word.docx"] == (
+        f"docling-serve at {docling.url} answered 500: worker died holding X-Api-Key=[the API key]"
+    )
+    summary = events[-1]
+    assert isinstance(summary, IngestSummary) and KEY not in " ".join(summary.failures)
+    # Nothing logged it, httpx's and httpcore's debug logging included (the requests were logged).
+    assert "HTTP Request: POST" in caplog.text and "send_request_headers" in caplog.text
+    assert KEY not in caplog.text and WRONG not in caplog.text
+
+
+def test_the_api_key_setting_names_a_variable_that_must_be_set(docling: DoclingServeServer) -> None:
+    cfg = load_config(
+        None,
+        {
+            "RAGSTACK__INGEST__CONVERTER": "docling-serve",
+            "RAGSTACK__INGEST__DOCLING_SERVE_URL": docling.url,
+            "RAGSTACK__INGEST__DOCLING_SERVE_API_KEY_ENV": "DOCLING_KEY",
+        },
+    )
+    assert cfg.ingest.docling_serve_api_key_env == "DOCLING_KEY"
+    name = "ingest.docling_serve_api_key_env names the environment variable DOCLING_KEY"
+    with pytest.raises(ConfigError, match=f"^{name}, which is not set in the ingest service's environment$"):
+        DoclingServe.from_config(cfg.ingest, {})
+    with pytest.raises(ConfigError, match=f"^{name}, which is empty$"):
+        DoclingServe.from_config(cfg.ingest, {"DOCLING_KEY": " \n"})
+    with pytest.raises(ConfigError, match=f"^{name}, whose value is not printable ASCII") as err:
+        DoclingServe.from_config(cfg.ingest, {"DOCLING_KEY": "sécret-line\nbreak"})
+    assert "sécret" not in str(err.value)
+    # A name, not a key: what cannot name a variable is refused without being shown.
+    with pytest.raises(ConfigError, match=r"ingest\.docling_serve_api_key_env: String should match") as err:
+        load_config(None, {"RAGSTACK__INGEST__DOCLING_SERVE_API_KEY_ENV": "sk-live/9f8e7d"})
+    assert "9f8e7d" not in str(err.value)
+    # The service's own environment by default.
+    assert DoclingServe.from_config(IngestConfig(), {}) is None
+
+
+# A run's files converted several at once (services/ingest/ahead.py with workers).
+
+
+def _parallel_folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for relative, name in [
+        ("pdf/code_and_formula.pdf", "a.pdf"),
+        ("docx/word_sample.docx", "b.docx"),
+        ("pdf/multi_page.pdf", "c.pdf"),
+        ("docx/lorem_ipsum.docx", "d.docx"),
+    ]:
+        shutil.copy(DOCS / relative, folder / name)
+    (folder / "e.md").write_text("# Notes\n\nRead here, between the converted ones.\n")
+    shutil.copy(DOCS / "docx" / "word_sample.docx", folder / "f.docx")
+    return folder
+
+
+def _stored(pipeline: IngestPipeline) -> dict[str, list[tuple[str, tuple[str, ...], tuple[int, ...], int]]]:
+    return {
+        Path(d.source).name: [
+            (c.text, c.heading_path, c.pages, c.position)
+            for c in pipeline._vectors.chunks_of("docs", d.document_id)  # type: ignore[attr-defined]
+        ]
+        for d in pipeline.list_documents("docs")
+    }
+
+
+def test_a_run_converts_up_to_the_cap_at_once_in_the_files_order(
+    tmp_path: Path,
+    embedder,  # type: ignore[no-untyped-def]
+    docling: DoclingServeServer,
+) -> None:
+    folder = _parallel_folder(tmp_path)
+    docling.delay_s = 0.5  # every request: long enough for the others of a run to arrive meanwhile
+    runs = {}
+    for cap in (1, 4):
+        docling.max_in_flight = 0
+        remote = DoclingServe(docling.url, max_concurrent=cap)
+        pipeline = _pipeline(tmp_path / f"cap{cap}", embedder, remote)
+        try:
+            events = list(pipeline.run(collect_paths([str(folder)], EVERYWHERE), "docs"))
+        finally:
+            remote.close()
+        runs[cap] = (events, _stored(pipeline), docling.max_in_flight)
+
+    sequential, parallel = runs[1], runs[4]
+    assert sequential[2] == 1  # one at a time, as before
+    assert parallel[2] == 4  # the server had the run's four first files at once
+    # The same events in the same order (so the same batches written in the same order) ...
+    progress = [[e for e in events if isinstance(e, FileProgress)] for events, _, _ in (sequential, parallel)]
+    assert progress[0] == progress[1]
+    names = [Path(e.source).name for e in progress[1] if e.stage is FileStage.CHUNKED]
+    assert names == ["a.pdf", "b.docx", "c.pdf", "d.docx", "e.md", "f.docx"]
+    summary = parallel[0][-1]
+    assert isinstance(summary, IngestSummary) and (summary.indexed, summary.failed) == (6, 0)
+    # ... and the same chunks.
+    assert parallel[1] == sequential[1] and len(parallel[1]) == 6
+    assert sorted(r["filename"] for r in docling.requests) == sorted(
+        ["a.pdf", "b.docx", "c.pdf", "d.docx", "f.docx"] * 2
+    )
+
+
+def test_a_run_stopped_by_its_reader_stops_converting(
+    tmp_path: Path,
+    embedder,  # type: ignore[no-untyped-def]
+    docling: DoclingServeServer,
+) -> None:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(12):
+        shutil.copy(DOCS / "docx" / "word_sample.docx", folder / f"{i:02}.docx")
+    docling.delay_s = 0.3
+    remote = DoclingServe(docling.url, max_concurrent=3)
+    pipeline = _pipeline(tmp_path / "store", embedder, remote)
+    try:
+        run = pipeline.run(collect_paths([str(folder)], EVERYWHERE), "docs")
+        first = next(run)
+        assert isinstance(first, FileProgress) and Path(first.source).name == "00.docx"
+        run.close()  # as the Ingest RPC does when its caller goes away
+        sent = len(docling.requests)
+    finally:
+        remote.close()
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("ingest-parse")]
+    assert docling.in_flight == 0  # closing waited for the files in hand
+    assert 3 <= sent < 12 and docling.max_in_flight == 3
+    assert len(docling.requests) == sent  # nothing started after
+
+
+def test_ahead_with_workers_hands_results_over_in_order_and_holds_its_bounds() -> None:
+    lock = threading.Lock()
+    running, most, started = 0, 0, []
+
+    def work(i: int) -> int:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+            started.append(i)
+        time.sleep(0.004 * (3 - i % 4))  # later items finish first
+        with lock:
+            running -= 1
+        if i == 5:
+            raise ValueError("five")
+        return i * i
+
+    with Ahead(range(40), work, lambda _: 2, 6, "test-ahead", workers=4) as ahead:
+        got = []
+        for taken, (i, result) in enumerate(ahead, start=1):
+            got.append((i, result))
+            time.sleep(0.002)  # a slow reader
+            # Held under 6 (3 results of 2) when one is started, plus the 4 in hand.
+            assert len(started) - taken <= 3 + 4, (i, len(started))
+    assert [i for i, _ in got] == list(range(40))
+    assert [r for i, r in got if i != 5] == [i * i for i in range(40) if i != 5]
+    assert isinstance(got[5][1], ValueError)
+    assert most == 4
+
+
+class _Stop(BaseException):
+    pass
+
+
+def test_ahead_with_workers_stops_cleanly() -> None:
+    started: list[int] = []
+
+    def start(i: int) -> int:
+        started.append(i)
+        return i
+
+    ahead = Ahead(range(10_000), start, lambda _: 1, 4, "test-ahead", workers=3)
+    taken = [next(iter(ahead)) for _ in range(2)]
+    ahead.close()
+    assert [i for i, _ in taken] == [0, 1]
+    assert len(started) <= 2 + 4 + 3
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("test-ahead")]
+
+    def items() -> Iterator[int]:
+        yield from range(3)
+        raise _Stop
+
+    with Ahead(items(), lambda i: i, lambda _: 1, 4, "test-ahead", workers=2) as ahead:
+        reader = iter(ahead)
+        assert [next(reader) for _ in range(3)] == [(0, 0), (1, 1), (2, 2)]
+        with pytest.raises(_Stop):
+            next(reader)
+
+    def work(i: int) -> int:
+        if i == 2:
+            raise _Stop
+        time.sleep(0.01)
+        return i
+
+    with Ahead(range(100), work, lambda _: 1, 4, "test-ahead", workers=3) as ahead:
+        reader = iter(ahead)
+        assert [next(reader) for _ in range(2)] == [(0, 0), (1, 1)]
+        with pytest.raises(_Stop):
+            next(reader)
