@@ -102,6 +102,18 @@ class Plan:
         return f"{what} in {tables}{where}"
 
 
+# Counting across files ("How many documents mention the harbour?", "In how many reports is ...?"):
+# no table needed, but a program to read each file, so only an LLM-written program answers it.
+_ACROSS_FILES = re.compile(
+    r"\b(how many|number of|count(?: of)?)\s+(?:\w+\s+){0,3}?(documents?|files?|reports?)\b"
+)
+
+
+def across_files(question: str) -> bool:
+    """Whether `question` counts the documents themselves rather than the rows of a table."""
+    return bool(_ACROSS_FILES.search(question.lower()))
+
+
 def _operation(text: str) -> str | None:
     return next((name for name, pattern in _OPERATIONS if pattern.search(text)), None)
 
