@@ -70,7 +70,7 @@ class Agent:
         self._gather = Gather(retriever, llm, generation, self._grader, sessions, sql_answer_rows, clock)
         self._drafter = Drafter(retriever, llm, generation, directed)
         self._verify = Verify(verifier, generation)
-        self._analyse = Analyse(retriever, clock)
+        self._analyse = Analyse(retriever, llm, generation, directed, clock)
         self._active = ActiveRetrieval(
             retriever, self._grader, self._drafter, self._verify, generation, clock
         )
