@@ -199,6 +199,12 @@ class IngestConfig(_Strict):
     )
 
     # Sources kept in sync (top-level `sources:`; services/ingest/syncing/).
+    source_polling: bool = Field(
+        True,
+        description="Sources: this ingest service polls the sources (and watches their folders). False: "
+        "their syncs run only when asked (`ragstack source sync`, SubmitIngest naming the source); "
+        "the services a CLI command starts for itself never poll.",
+    )
     source_tick_s: float = Field(
         1.0, gt=0, le=60, description="Sources: how often the ingester looks for a source that is due."
     )

@@ -441,6 +441,22 @@ def bench_ingest_cmd(ctx: click.Context, corpus: Path) -> None:
     click.echo(json.dumps(report))
 
 
+@bench_group.command(name="sources")
+@click.argument("corpus", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--files", default=1000, show_default=True, help="Files in the folder (the corpus's first).")
+@click.option(
+    "--interval", "interval_s", default=5.0, show_default=True, help="Polling case: seconds between polls."
+)
+@click.pass_context
+def bench_sources_cmd(ctx: click.Context, corpus: Path, files: int, interval_s: float) -> None:
+    """Time from a change in a folder source to searchable, for 1 file and for all FILES changed,
+    with the folder watched and polled only. CORPUS: a BEIR corpus.jsonl (one file per document)."""
+    from ragstack.bench.sources import bench_sources
+
+    report = bench_sources(_config(ctx), corpus, files, interval_s, lambda line: click.echo(line, err=True))
+    click.echo(json.dumps(report, indent=1))
+
+
 @bench_group.command(name="hostile")
 @click.option("--case", "only", multiple=True, help="Only the cases whose name holds this (repeatable).")
 @click.pass_context

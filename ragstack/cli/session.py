@@ -40,6 +40,7 @@ def embedded_config(cfg: Config, data_dir: Path | None = None, allow_paths: Sequ
         getattr(local.services, name).port = 0
     if data_dir is not None:
         local.data_dir = data_dir
+    local.ingest.source_polling = False  # a command's own service lives as long as the command
     if allow_paths:
         roots = local.ingest.allowed_roots
         base = default_roots(local.data_dir) if roots is None else roots

@@ -87,7 +87,8 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
     lifecycle = StoreLifecycle(cfg.data_dir, catalog, vectors, lexical, graph_store)
     lifecycle.resume()  # a restore a crash interrupted is finished before anything else runs
     databases = DatabaseRegistry(cfg.data_dir / "databases.sqlite", cfg.sql.databases, res.database_guard)
-    paths = PathGuard(default_roots(cfg.data_dir) if cfg.ingest.allowed_roots is None else cfg.ingest.allowed_roots)
+    roots = cfg.ingest.allowed_roots
+    paths = PathGuard(default_roots(cfg.data_dir) if roots is None else roots)
 
     jobs = JobStore(cfg.data_dir / "jobs.sqlite")
     sources = build_sources(cfg, pipeline, jobs, paths, lambda: servicer.wake())
@@ -103,11 +104,12 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         crawl_slots=cfg.ingest.max_crawls,
         sources=sources,
     )
-    worker = asyncio.get_running_loop().create_task(servicer.work(), name="ingest-jobs")
-    poller = asyncio.get_running_loop().create_task(sources.poller.run(), name="ingest-sources")
+    tasks = [asyncio.get_running_loop().create_task(servicer.work(), name="ingest-jobs")]
+    if cfg.ingest.source_polling:
+        tasks.append(asyncio.get_running_loop().create_task(sources.poller.run(), name="ingest-sources"))
 
     async def close() -> None:
-        for task in (poller, worker):
+        for task in tasks:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task

@@ -18,6 +18,8 @@ from ragstack.config import SourceConfig
 from ragstack.domain import SearchMode
 from ragstack.rpc.clients import RetrieveClient, open_channel
 from tests.conftest import make_config, start_with
+from tests.tools.s3 import s3_bucket
+from tests.tools.websites import Page, serve_web
 
 KEYS = [
     {"name": "admin", "key": "adm-5e0c2a9f7b3d1e48", "role": "admin", "libraries": ["*"]},
@@ -45,6 +47,7 @@ async def world(tmp_path_factory: pytest.TempPathFactory, resources: Any) -> Asy
         gateway={"api_keys": KEYS},
         ingest={
             "graph": False,
+            "fetch_allow": ["127.0.0.1"],  # the tests' web and S3 servers
             "source_tick_s": 0.2,
             "source_backoff_s": 0.1,
             "source_breaker_failures": 2,
@@ -63,8 +66,8 @@ async def world(tmp_path_factory: pytest.TempPathFactory, resources: Any) -> Asy
     await stack.stop()
 
 
-async def until(check: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
+async def until(check: Callable[[], Any], limit_s: float = 30.0) -> Any:
+    deadline = time.monotonic() + limit_s
     while True:
         found = await check()
         if found:
@@ -208,3 +211,72 @@ async def test_a_declared_source_cannot_be_removed_through_the_api(world: World)
     assert r.status_code == 400 and "ragstack.yaml" in r.text
     r = await world.http.get("/v1/sources/nope", headers=H["admin"])
     assert r.status_code == 404
+
+
+async def test_an_http_source_costs_one_conditional_get_per_poll(world: World) -> None:
+    with serve_web() as web:
+        web.pages["/guide.md"] = Page(b"# Guide\n\nThe ferry timetable changes in May.\n", {"ETag": '"v1"'})
+        spec = {
+            "name": "guide",
+            "kind": "http",
+            "url": f"{web.url}/guide.md",
+            "library": "synced",
+            "interval_s": 1,
+        }
+        r = await world.http.post("/v1/sources", json=spec, headers=H["admin"])
+        assert r.status_code == 201, r.text
+        await until(lambda: _contains(documents(world), "guide.md"))
+        job = (await world.http.get("/v1/sources/guide", headers=H["admin"])).json()["last_job_id"]
+        web.requests.clear()
+        await asyncio.sleep(3.5)
+        polls = [headers for method, path, headers in web.requests]
+        assert 2 <= len(polls) <= 5 and all(h.get("if-none-match") == '"v1"' for h in polls), polls
+        state = (await world.http.get("/v1/sources/guide", headers=H["admin"])).json()
+        assert state["last_job_id"] == job  # every poll answered 304: no job
+        web.pages["/guide.md"] = Page(b"# Guide\n\nThe ferry timetable changes in June.\n", {"ETag": '"v2"'})
+        await until(lambda: _contains(found(world, "timetable June"), "guide.md"))
+        del web.pages["/guide.md"]  # 404: gone, and pruned
+        await until(lambda: _lacks(documents(world), "guide.md"))
+        await world.http.delete("/v1/sources/guide", headers=H["admin"])
+
+
+async def test_an_s3_source_follows_its_objects(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    import boto3
+
+    with s3_bucket() as (url, options):
+        # The ingest service's environment holds the credentials, never the source.
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", options["aws_access_key_id"])
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", options["aws_secret_access_key"])
+        bucket = url.removeprefix("s3://")
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=options["aws_endpoint"],
+            aws_access_key_id="test",
+            aws_secret_access_key="test",
+            region_name="us-east-1",
+        )
+        s3.put_object(Bucket=bucket, Key="notes/kelp.md", Body=b"# Kelp\n\nKelp forests shelter young cod.\n")
+        s3.put_object(
+            Bucket=bucket, Key="notes/reef.md", Body=b"# Reef\n\nThe reef bleached in the hot summer.\n"
+        )
+        s3.put_object(Bucket=bucket, Key="other/skip.md", Body=b"# Skip\n\nOutside the prefix.\n")
+        spec = {
+            "name": "bucket",
+            "kind": "s3",
+            "url": f"{url}/notes",
+            "endpoint": options["aws_endpoint"],
+            "region": "us-east-1",
+            "library": "synced",
+            "interval_s": 1,
+        }
+        r = await world.http.post("/v1/sources", json=spec, headers=H["admin"])
+        assert r.status_code == 201, r.text
+        await until(lambda: _contains(documents(world), "reef.md"))
+        assert {"kelp.md", "reef.md"} <= await documents(world) and "skip.md" not in await documents(world)
+        s3.put_object(
+            Bucket=bucket, Key="notes/kelp.md", Body=b"# Kelp\n\nKelp forests now shelter young pollock.\n"
+        )
+        s3.delete_object(Bucket=bucket, Key="notes/reef.md")
+        await until(lambda: _contains(found(world, "young pollock"), "kelp.md"))
+        await until(lambda: _lacks(documents(world), "reef.md"))
+        await world.http.delete("/v1/sources/bucket", params={"remove_documents": "true"}, headers=H["admin"])

@@ -16,8 +16,9 @@ from ragstack.v1 import ingest_pb2
 from services.ingest.crawler import CrawlLimits
 from services.ingest.jobs import JobStore
 from services.ingest.pipeline import IngestPipeline
-from services.ingest.syncing.backends import Backend, FolderBackend
+from services.ingest.syncing.backends import Backend
 from services.ingest.syncing.poller import SourcePoller
+from services.ingest.syncing.remote import open_backend
 from services.ingest.syncing.state import Retries, SourceState, SourceStore, iso
 from services.ingest.syncing.sync import SourceSync
 
@@ -92,10 +93,6 @@ def build_sources(
     limits = CrawlLimits.from_config(ingest)
 
     def opener(spec: SourceConfig) -> Backend:
-        if spec.kind == "folder":
-            return FolderBackend(spec.url, paths, ingest.source_max_items)
-        from services.ingest.syncing.remote import open_backend
-
         return open_backend(spec, paths, limits, ingest.source_max_items)
 
     sync = SourceSync(store, pipeline, opener, cfg.library)

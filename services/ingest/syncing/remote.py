@@ -149,7 +149,13 @@ def _kind(page: Fetched) -> str:
     return "html" if page.content_type in _HTML_TYPES else ""
 
 
+class Gone(ReadFailed):
+    """The URL answered 404 or 410: what it held is gone."""
+
+
 def _expect(page: Fetched, status: int, url: str, what: str = "") -> None:
+    if page.status in (404, 410) and status == 200:
+        raise Gone(f"{shown_url(url)} answered HTTP {page.status}{what}")
     if page.status != status:
         hint = "; check the user and password in the source's URL" if page.status in (401, 403) else ""
         raise ReadFailed(f"{shown_url(url)} answered HTTP {page.status}{what}{hint}")
@@ -194,8 +200,9 @@ class _Site:
 
 class HttpBackend:
     """One page or file at an http(s) URL: one conditional GET per scan. The backend owns `fetcher`
-    and closes it. A failure of the URL (unreachable, refused, any status but 200 and 304) is the
-    source failing: ScanError."""
+    and closes it. 404 and 410 say the page is gone (an empty listing: pruned, or kept, as the source's
+    delete policy says); another failure (unreachable, refused, any other status but 200 and 304) is
+    the source failing: ScanError."""
 
     def __init__(self, url: str, fetcher: Fetcher) -> None:
         self._site = _Site(url, fetcher)
@@ -207,6 +214,8 @@ class HttpBackend:
             return
         try:
             entry = self._site.entry(self._site.url, self._name, known.get(self._source))
+        except Gone:
+            return  # listed as empty: the delete policy says whether its document goes
         except _FAILURES as err:
             raise ScanError(str(err)) from None
         yield entry

@@ -7,11 +7,9 @@ import gzip
 import hashlib
 import os
 import socket
-import threading
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +30,7 @@ from services.ingest.syncing.remote import (
     open_backend,
 )
 from tests.tools.webdav import webdav_server
+from tests.tools.websites import Page, Web, serve_web
 
 LOOPBACK = CrawlLimits(fetch_allow=("127.0.0.1",), page_timeout_s=5.0)
 EVERYTHING = selector((), ())
@@ -41,62 +40,10 @@ def entries(results: list[Entry | Failed]) -> dict[str, Entry]:
     return {r.name: r for r in results if isinstance(r, Entry)}
 
 
-# --- a web server ----------------------------------------------------------------------------------
-
-
-@dataclass
-class Page:
-    body: bytes
-    headers: dict[str, str] = field(default_factory=dict)
-    status: int = 200
-
-
-class Web:
-    """Serves `pages` by path, answering If-None-Match and If-Modified-Since as a server does; records
-    every request as (method, path, headers)."""
-
-    def __init__(self, port: int) -> None:
-        self.url = f"http://127.0.0.1:{port}"
-        self.pages: dict[str, Page] = {}
-        self.requests: list[tuple[str, str, dict[str, str]]] = []
-
-    def answer(self, handler: BaseHTTPRequestHandler) -> None:
-        asked = {k.lower(): v for k, v in handler.headers.items()}
-        self.requests.append((handler.command, handler.path, asked))
-        page = self.pages.get(handler.path, Page(b"not here", status=404))
-        etag, modified = page.headers.get("ETag"), page.headers.get("Last-Modified")
-        fresh = (etag and asked.get("if-none-match") == etag) or (
-            not etag and modified and asked.get("if-modified-since") == modified
-        )
-        status, body = (304, b"") if fresh and page.status == 200 else (page.status, page.body)
-        handler.send_response(status)
-        for name, value in page.headers.items():
-            handler.send_header(name, value)
-        handler.send_header("Content-Length", str(len(body)))
-        handler.end_headers()
-        handler.wfile.write(body)
-
-
 @pytest.fixture
 def web() -> Iterator[Web]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            site.answer(self)
-
-        def do_PROPFIND(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            site.answer(self)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    site = Web(server.server_port)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield site
-    server.shutdown()
-    server.server_close()
+    with serve_web() as site:
+        yield site
 
 
 def scan_all(backend: Any, known: dict[str, str] | None = None, wanted: Any = EVERYTHING) -> list[Any]:
@@ -162,12 +109,19 @@ def test_http_failures_are_the_source_failing(web: Web) -> None:
         down = f"http://127.0.0.1:{closed.getsockname()[1]}/x"
     for url, said in (
         (f"{web.url}/broken", "HTTP 500"),
-        (f"{web.url}/missing", "HTTP 404"),
         (down, "unreachable"),
     ):
         backend = HttpBackend(url, fetcher_for(LOOPBACK))
         with pytest.raises(ScanError, match=said):
             scan_all(backend)
+        backend.close()
+
+
+def test_an_http_page_that_answers_404_or_410_is_gone(web: Web) -> None:
+    web.pages["/withdrawn"] = Page(b"gone", status=410)
+    for path in ("/missing", "/withdrawn"):
+        backend = HttpBackend(f"{web.url}{path}", fetcher_for(LOOPBACK))
+        assert scan_all(backend) == []  # an empty listing: its document goes if the policy prunes
         backend.close()
 
 

@@ -261,9 +261,9 @@ def test_one_job_at_a_time_per_source(world: World) -> None:
 def test_config_sources_are_declared_and_cannot_be_changed_through_the_api(world: World) -> None:
     spec = SourceConfig(name="cfg", kind="folder", url=str(world.folder))
     world.store.declare([spec])
-    with pytest.raises(Exception, match="declared in ragstack.yaml"):
+    with pytest.raises(Exception, match=r"declared in ragstack\.yaml"):
         world.store.add(spec)
-    with pytest.raises(Exception, match="declared in ragstack.yaml"):
+    with pytest.raises(Exception, match=r"declared in ragstack\.yaml"):
         world.store.remove("cfg")
     world.store.declare([])
     assert [s.spec.name for s in world.store.list()] == []
