@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterable
+from datetime import UTC, datetime
+
 from pydantic import ValidationError
 
 from ragstack import domain as d
 from ragstack.config import SourceConfig
 from ragstack.convert_fields import from_pb, to_pb
-from ragstack.domain import SnapshotInfo, StoreStats, VacuumReport
+from ragstack.domain import ItemFailure, SnapshotInfo, SourceState, StoreStats, VacuumReport
 from ragstack.errors import InvalidArgument
 from ragstack.v1 import agent_pb2, common_pb2, ingest_pb2, retrieve_pb2
 
@@ -535,3 +539,37 @@ def breaker_name(state: int) -> str:
 
 def breaker_to_pb(state: str) -> ingest_pb2.BreakerState:
     return _BREAKERS.get(state, ingest_pb2.BREAKER_STATE_CLOSED)
+
+
+def source_to_pb(state: SourceState, failures: Iterable[ItemFailure]) -> ingest_pb2.Source:
+    """A source's spec and state; `failures`: its items retrying or dead-lettered."""
+    failed = list(failures)
+    return ingest_pb2.Source(
+        spec=source_spec_to_pb(state.spec),
+        origin=state.origin,
+        paused=state.paused,
+        breaker=breaker_to_pb(state.breaker),
+        consecutive_failures=state.failures,
+        last_error=state.last_error,
+        last_poll_at=state.last_poll_at,
+        last_success_at=state.last_success_at,
+        next_poll_at="" if state.paused else _iso(max(state.next_poll, time.time())),
+        last_job_id=state.last_job_id,
+        retrying=sum(1 for f in failed if not f.dead),
+        dead_letters=[
+            ingest_pb2.DeadLetter(
+                item=f.item, revision=f.revision, error=f.error, attempts=f.attempts, failed_at=f.failed_at
+            )
+            for f in failed
+            if f.dead
+        ],
+    )
+
+
+def source_job_request(name: str) -> bytes:
+    """The queued request of a source's sync job."""
+    return ingest_pb2.IngestRequest(source=name).SerializeToString()
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat()

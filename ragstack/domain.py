@@ -6,8 +6,12 @@ import enum
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from ragstack.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    from ragstack.config import SourceConfig
 
 
 class SearchMode(enum.StrEnum):
@@ -536,3 +540,32 @@ def library_name(raw: str, default: str) -> str:
             f"invalid library name {name[:80]!r}: use 1-64 of A-Z a-z 0-9 _ . - (not only dots)"
         )
     return name
+
+
+@dataclass(frozen=True)
+class ItemFailure:
+    """An item of a source that failed: retried after `retry_at`, or dead (out of attempts)."""
+
+    item: str
+    revision: str
+    attempts: int
+    error: str
+    failed_at: str
+    retry_at: float
+    dead: bool
+
+
+@dataclass(frozen=True)
+class SourceState:
+    """A source (services/ingest/syncing) and where it stands: its breaker, its last and next poll."""
+
+    spec: SourceConfig
+    origin: str
+    paused: bool
+    breaker: str
+    failures: int
+    last_error: str
+    last_poll_at: str
+    last_success_at: str
+    next_poll: float  # seconds since the epoch
+    last_job_id: str

@@ -12,7 +12,7 @@ import grpc
 
 from ragstack import auth, convert
 from ragstack.convert_fields import to_pb
-from ragstack.domain import FileProgress, IngestSummary, acl_groups, library_name
+from ragstack.domain import FileProgress, IngestSummary, SourceState, acl_groups, library_name
 from ragstack.errors import InvalidArgument, NotFound, Unavailable
 from ragstack.guard.databases import ATTACHED
 from ragstack.guard.paths import PathGuard
@@ -432,7 +432,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         await asyncio.to_thread(sources.check, spec)
         state = sources.store.add(spec)
         sources.poller.wake()
-        return ingest_pb2.AddSourceResponse(source=sources.to_pb(state))
+        return ingest_pb2.AddSourceResponse(source=self._source_pb(sources, state))
 
     async def ListSources(
         self, request: ingest_pb2.ListSourcesRequest, context: grpc.aio.ServicerContext
@@ -444,7 +444,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         for state in sources.store.list():
             library = library_name(state.spec.library, self._default_library)
             if caller.may_use(library) and wanted in (None, library):
-                found.append(sources.to_pb(state))
+                found.append(self._source_pb(sources, state))
         return ingest_pb2.ListSourcesResponse(sources=found)
 
     async def GetSource(
@@ -454,14 +454,14 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         state = sources.store.get(request.name)
         if not auth.current().may_use(library_name(state.spec.library, self._default_library)):
             raise NotFound(f"source {request.name!r} not found")  # another library's reads as unknown
-        return ingest_pb2.GetSourceResponse(source=sources.to_pb(state))
+        return ingest_pb2.GetSourceResponse(source=self._source_pb(sources, state))
 
     async def PauseSource(
         self, request: ingest_pb2.PauseSourceRequest, context: grpc.aio.ServicerContext
     ) -> ingest_pb2.PauseSourceResponse:
         sources = self._registry_of_sources()
         return ingest_pb2.PauseSourceResponse(
-            source=sources.to_pb(sources.store.set_paused(request.name, True))
+            source=self._source_pb(sources, sources.store.set_paused(request.name, True))
         )
 
     async def ResumeSource(
@@ -470,7 +470,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         sources = self._registry_of_sources()
         state = sources.store.set_paused(request.name, False)
         sources.poller.wake()
-        return ingest_pb2.ResumeSourceResponse(source=sources.to_pb(state))
+        return ingest_pb2.ResumeSourceResponse(source=self._source_pb(sources, state))
 
     async def RemoveSource(
         self, request: ingest_pb2.RemoveSourceRequest, context: grpc.aio.ServicerContext
@@ -495,8 +495,12 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         requeued = sources.store.retry(request.name)
         sources.poller.wake()
         return ingest_pb2.RetrySourceResponse(
-            source=sources.to_pb(sources.store.get(request.name)), requeued=requeued
+            source=self._source_pb(sources, sources.store.get(request.name)), requeued=requeued
         )
+
+    @staticmethod
+    def _source_pb(sources: Sources, state: SourceState) -> ingest_pb2.Source:
+        return convert.source_to_pb(state, sources.store.failures(state.spec.name).values())
 
     def _registry_of_sources(self) -> Sources:
         if self._sources is None:

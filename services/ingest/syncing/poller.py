@@ -17,9 +17,8 @@ from pathlib import Path
 
 from prometheus_client import Counter, Gauge
 
-from ragstack import auth
+from ragstack import auth, convert
 from ragstack.errors import NotFound
-from ragstack.v1 import ingest_pb2
 from services.ingest.jobs import JobStore
 from services.ingest.syncing.state import HALF_OPEN, OPEN, SourceState, SourceStore
 from services.ingest.syncing.sync import SourceSync
@@ -48,10 +47,6 @@ def publish(store: SourceStore, state: SourceState) -> None:
     BREAKER.labels(name).set(_BREAKER_VALUE.get(state.breaker, 0))
     DEAD_LETTERS.labels(name).set(sum(1 for f in failures if f.dead))
     RETRYING.labels(name).set(sum(1 for f in failures if not f.dead))
-
-
-def job_request(name: str) -> bytes:
-    return ingest_pb2.IngestRequest(source=name).SerializeToString()
 
 
 class SourcePoller:
@@ -137,7 +132,11 @@ class SourcePoller:
         job_id = ""
         if scan.work:
             job = self._jobs.submit(
-                scan.library, job_request(name), f"source:{name}", auth.LOCAL.to_header(), source=name
+                scan.library,
+                convert.source_job_request(name),
+                f"source:{name}",
+                auth.LOCAL.to_header(),
+                source=name,
             )
             job_id = job.job_id
             self._wake_worker()

@@ -3,23 +3,20 @@ what the RPCs show of them."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from ragstack import convert
 from ragstack.config import Config, SourceConfig
 from ragstack.errors import InvalidArgument
 from ragstack.guard.paths import PathGuard
-from ragstack.v1 import ingest_pb2
 from services.ingest.crawler import CrawlLimits
 from services.ingest.jobs import JobStore
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.syncing.backends import Backend
 from services.ingest.syncing.poller import SourcePoller
 from services.ingest.syncing.remote import open_backend
-from services.ingest.syncing.state import Retries, SourceState, SourceStore, iso
+from services.ingest.syncing.state import Retries, SourceStore
 from services.ingest.syncing.sync import SourceSync
 
 
@@ -47,33 +44,6 @@ class Sources:
             raise InvalidArgument(f"source {spec.name!r}: a {spec.kind} source's url is {shown}")
         if spec.endpoint is not None and urlsplit(spec.endpoint).scheme not in ("http", "https"):
             raise InvalidArgument(f"source {spec.name!r}: endpoint is an http:// or https:// URL")
-
-    def to_pb(self, state: SourceState) -> ingest_pb2.Source:
-        failures = self.store.failures(state.spec.name).values()
-        return ingest_pb2.Source(
-            spec=convert.source_spec_to_pb(state.spec),
-            origin=state.origin,
-            paused=state.paused,
-            breaker=convert.breaker_to_pb(state.breaker),
-            consecutive_failures=state.failures,
-            last_error=state.last_error,
-            last_poll_at=state.last_poll_at,
-            last_success_at=state.last_success_at,
-            next_poll_at=iso(max(state.next_poll, time.time())) if not state.paused else "",
-            last_job_id=state.last_job_id,
-            retrying=sum(1 for f in failures if not f.dead),
-            dead_letters=[
-                ingest_pb2.DeadLetter(
-                    item=f.item,
-                    revision=f.revision,
-                    error=f.error,
-                    attempts=f.attempts,
-                    failed_at=f.failed_at,
-                )
-                for f in failures
-                if f.dead
-            ],
-        )
 
 
 def build_sources(

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ragstack.config import SourceConfig
+from ragstack.domain import ItemFailure, SourceState
 from ragstack.errors import InvalidArgument, NotFound
 from ragstack.stores.sqlite import open_sqlite
 
@@ -55,31 +56,6 @@ class Retries:
         """Exponential backoff with ±20 % jitter, so that items failing together spread out."""
         base = min(self.backoff_max_s, self.backoff_s * 2 ** max(0, failures - 1))
         return base * (0.8 + 0.4 * jitter())
-
-
-@dataclass(frozen=True)
-class ItemFailure:
-    item: str
-    revision: str
-    attempts: int
-    error: str
-    failed_at: str
-    retry_at: float
-    dead: bool
-
-
-@dataclass(frozen=True)
-class SourceState:
-    spec: SourceConfig
-    origin: str
-    paused: bool
-    breaker: str
-    failures: int
-    last_error: str
-    last_poll_at: str
-    last_success_at: str
-    next_poll: float  # seconds since the epoch
-    last_job_id: str
 
 
 _STATE_COLUMNS = (
