@@ -35,6 +35,7 @@ from services.agent.stages.grade import Evidence
 tracer = get_tracer("ragstack.agent")
 
 _TABLE = re.compile(r"^\s*\|.*\|\s*\n\s*\|\s*:?-{3,}", re.MULTILINE)  # a Markdown table's header
+ANALYSIS = "application/x-analysis"  # the media type of an analysis's result, its own evidence
 DOCUMENTS = 3  # documents with tables read whole, the best-ranked first
 FILES_COUNTED = 10  # documents read whole for a count across files
 REPLY_CHARS = 40_000  # of an LLM's reply read at most (a program is asked to be short)
@@ -257,7 +258,7 @@ def _programmed(
         f"printed:\n{written.result}",
         heading_path=("analysis",),
         title="analysis",
-        media_type="application/x-analysis",
+        media_type=ANALYSIS,
     )
     hits = [d.SearchHit(result, 1.0), *_read(documents, written.documents)]
     refs = " ".join(f"[{i}]" for i in range(1, len(hits) + 1))
@@ -282,7 +283,7 @@ def _analysed(
         f"table(s); it printed {found.text}.",
         heading_path=("analysis",),
         title="analysis",
-        media_type="application/x-analysis",
+        media_type=ANALYSIS,
     )
     hits = [d.SearchHit(result, 1.0), *_read(documents, found.document_ids)]
     refs = " ".join(f"[{i}]" for i in range(1, len(hits) + 1))

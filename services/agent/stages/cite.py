@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict
 
 from ragstack import domain as d
 from ragstack.query_trace import CitationRecord, QueryTrace
 from services.agent import generate
 from services.agent.sql_tool import SqlOutcome
+from services.agent.stages.analyse import ANALYSIS
 from services.agent.stages.draft import Draft
 
 
 def cite(
     draft: Draft, verification: d.Verification, sql: SqlOutcome | None, trace: QueryTrace
 ) -> d.DoneEvent:
-    citations = _citations(draft, verification, sql)
+    read = (trace.analysis or {}).get("documents") or ()  # what an analysis's program read
+    citations = _citations(draft, verification, sql, read)
     answer = draft.text
     if verification.abstain:  # no database answer and no document answer: say which was missing
         notice = sql.notice if sql is not None and sql.hit is None else ""
@@ -35,7 +38,9 @@ def cite(
     )
 
 
-def _citations(draft: Draft, verification: d.Verification, sql: SqlOutcome | None) -> tuple[d.Citation, ...]:
+def _citations(
+    draft: Draft, verification: d.Verification, sql: SqlOutcome | None, read: Sequence[str] = ()
+) -> tuple[d.Citation, ...]:
     """The evidence the verified claims cite; else what the draft's markers cite; else all of it
     (an abstention still lists the closest sources)."""
     by_ref = {e.ref: e for e in draft.evidence}
@@ -43,6 +48,7 @@ def _citations(draft: Draft, verification: d.Verification, sql: SqlOutcome | Non
     if not cited:
         cited = [r for r in by_ref if f"[{r}]" in draft.text]
     refs = list(dict.fromkeys(cited)) or list(by_ref)
+    refs = _with_what_analyses_read(refs, draft, read)
     sql_source = sql.source if sql is not None and sql.hit is not None else None
     return tuple(
         d.Citation(
@@ -53,6 +59,20 @@ def _citations(draft: Draft, verification: d.Verification, sql: SqlOutcome | Non
         )
         for r in refs
     )
+
+
+def _with_what_analyses_read(refs: list[str], draft: Draft, read: Sequence[str]) -> list[str]:
+    """A cited analysis brings the documents its program read (`read`): the answer cites where its
+    number came from, even when the writer cited only the computation."""
+    evidence = {e.ref: e.hit.chunk for e in draft.evidence}
+    if not any(evidence[r].media_type == ANALYSIS for r in refs):
+        return refs
+    first: dict[str, str] = {}
+    for ref, chunk in evidence.items():
+        if chunk.media_type != ANALYSIS:
+            first.setdefault(chunk.document_id, ref)
+    cited = {evidence[r].document_id for r in refs}
+    return refs + [first[doc] for doc in dict.fromkeys(read) if doc in first and doc not in cited]
 
 
 def _record(c: d.Citation) -> CitationRecord:

@@ -337,6 +337,8 @@ async def test_a_program_answers_what_the_offline_analyses_decline(make_agent: A
     assert trace["analysis"]["stdout"] == "East: 95.75\nNorth: 1510.50\nSouth: 800.25\n"
     assert trace["analysis"]["opened"] == ["tables/harbour-shop-sales-spring-1.csv"]  # by a relative path
     assert any(c.chunk.chunk_id.startswith("analysis:") for c in done.citations)
+    # The draft cites the computation only; the answer cites the document it read too.
+    assert "sales" in {c.chunk.document_id for c in done.citations}
 
 
 @needs_sandbox
@@ -349,11 +351,12 @@ async def test_a_program_counts_across_files_and_cites_each_it_read(make_agent: 
         """
     )
     llm = ProgramLLM([program], draft="Two documents mention the harbour [1].")
-    _, _, trace = await ask(make_agent(llm), "How many documents mention the harbour?")
+    _, done, trace = await ask(make_agent(llm), "How many documents mention the harbour?")
     analysis = trace["analysis"]
     assert analysis["by"] == "llm" and analysis["stdout"].startswith("2 documents mention the harbour")
     assert sorted(analysis["documents"]) == ["notes", "sales"]  # notes.md holds no table: read all the same
     assert sorted(analysis["opened"]) == ["harbour-notes.md", "harbour-shop-sales-spring.md"]
+    assert {"notes", "sales"} <= {c.chunk.document_id for c in done.citations}  # each file it read
 
 
 ESCAPES = {
