@@ -90,8 +90,9 @@ class QueryTrace:
     sql_notice (why a database gave no result), grade (of the evidence as a whole: grade, score,
     hits).
 
-    Analysis (a computation over the documents' tables): analysis (ran, and why not; the
-    description, value, program, its output, killed_by and the documents it read).
+    Analysis (a computation over the documents): analysis (ran, and why not; by: llm, offline or
+    none; the code or the description and value, stdout, stderr, error, killed_by, the files given
+    and opened, the documents it read; with an LLM every attempt it wrote).
 
     Draft: session_evidence (in a session: the earlier turns' chunks drafted from again, and which:
     cited or all), no_draft_reason, llm_error, score_error, instructions_left_out (sentences that
