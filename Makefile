@@ -140,6 +140,7 @@ bench: install bench-deps $(CROSS_ENCODER)/model.onnx  ## every speed figure in 
 	$(BIN)/ragstack bench load $(DATA)/documents --clients 4
 	$(BIN)/ragstack bench rerank $(CROSS_ENCODER) $(DATA)/scifact
 	$(BIN)/ragstack bench hostile
+	$(BIN)/ragstack bench sources $(DATA)/scifact/corpus.jsonl
 
 clean:  ## remove the checkout's environments and local stores (not the user's models: see ragstack models list)
 	rm -rf $(VENV) .venv-export .venv-deploy .ragstack
