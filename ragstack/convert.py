@@ -13,6 +13,7 @@ from ragstack.config import SourceConfig
 from ragstack.convert_fields import from_pb, to_pb
 from ragstack.domain import ItemFailure, SnapshotInfo, SourceState, StoreStats, VacuumReport
 from ragstack.errors import InvalidArgument
+from ragstack.guard.urls import shown_url
 from ragstack.v1 import agent_pb2, common_pb2, ingest_pb2, retrieve_pb2
 
 _MODE_TO_PB: dict[d.SearchMode, common_pb2.SearchMode] = {
@@ -490,7 +491,7 @@ def source_spec_to_pb(spec: SourceConfig) -> ingest_pb2.SourceSpec:
     return ingest_pb2.SourceSpec(
         name=spec.name,
         kind=_SOURCE_KINDS[spec.kind],
-        url=spec.url,
+        url=spec.url if spec.kind == "folder" else shown_url(spec.url),  # no password shown
         library=spec.library,
         interval_s=spec.interval_s,
         groups=spec.groups,
@@ -499,7 +500,7 @@ def source_spec_to_pb(spec: SourceConfig) -> ingest_pb2.SourceSpec:
         delete_policy=ingest_pb2.DELETE_POLICY_KEEP
         if spec.delete == "keep"
         else ingest_pb2.DELETE_POLICY_PRUNE,
-        endpoint=spec.endpoint or "",
+        endpoint=shown_url(spec.endpoint) if spec.endpoint else "",
         region=spec.region or "",
     )
 

@@ -129,9 +129,10 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
             )
         spec = self._registry_of_sources().store.get(request.source).spec
         library = library_name(spec.library, self._default_library)
+        if not auth.current().may_use(library):  # another library's source reads as unknown
+            raise NotFound(f"source {request.source!r} not found")
         if request.library and library_name(request.library, self._default_library) != library:
             raise InvalidArgument(f"source {spec.name!r} feeds library {library!r}, not {request.library!r}")
-        auth.current().require_library(library)
         return library
 
     async def _crawl(self, url: str) -> tuple[list[SourceItem], list[tuple[str, str]]]:
@@ -220,13 +221,18 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         job = jobs.get(request.job_id)
         if job is None or not auth.current().owns(job.principal):
             raise NotFound(f"ingest job {request.job_id!r} not found")
-        cancelled = jobs.cancel(job.job_id)
+        cancelled = await self._cancel(job.job_id)
+        return ingest_pb2.CancelIngestJobResponse(job=_job_pb(jobs.get(job.job_id) or cancelled))
+
+    async def _cancel(self, job_id: str) -> Job:
+        """Cancels a job; a running one is stopped and waited for."""
+        cancelled = self._queue().cancel(job_id)
         assert cancelled is not None
         running = self._running
-        if running is not None and running[0] == job.job_id:
+        if running is not None and running[0] == job_id:
             running[1].cancel()  # the parse in flight stops; the batch being written ends first
             await asyncio.wait([running[1]])
-        return ingest_pb2.CancelIngestJobResponse(job=_job_pb(jobs.get(job.job_id) or cancelled))
+        return cancelled
 
     def _queue(self) -> JobStore:
         if self._jobs is None:
@@ -477,6 +483,11 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
     ) -> ingest_pb2.RemoveSourceResponse:
         sources = self._registry_of_sources()
         state = sources.store.get(request.name)
+        if state.origin == "config":
+            raise InvalidArgument(f"source {request.name!r} is declared in ragstack.yaml; remove it there")
+        active = self._queue().active(request.name)
+        if active is not None:  # its job would go on ingesting what is being removed
+            await self._cancel(active)
         members = sources.store.members(request.name)
         sources.store.remove(request.name)
         forget(request.name)

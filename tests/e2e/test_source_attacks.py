@@ -707,12 +707,6 @@ async def test_a_source_of_another_library_is_invisible(world: World) -> None:
         assert r.status_code == 404, r.text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="DEFECT: syncing a source of a library the caller may not use answers 403 naming the "
-    "library (\"'outsider' may not use library 'team'\"), or INVALID_ARGUMENT \"source 'vault' feeds "
-    "library 'other'\" over gRPC, where an unknown name answers 404: the source and its library leak",
-)
 async def test_syncing_a_source_of_another_library_answers_as_an_unknown_one(world: World) -> None:
     w = world
     for who, there in (("outsider", "team-notes"), ("writer", "vault")):
@@ -826,12 +820,6 @@ async def test_a_sources_groups_hide_its_documents(world: World) -> None:
     assert r.status_code == 404, r.text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="DEFECT (ACL): re-adding a source with groups changes its spec only; its unchanged "
-    "documents keep the ACL they were indexed with (public here), as the sync skips items whose "
-    "revision did not change: a reader without the new group still reads them",
-)
 async def test_tightening_a_sources_groups_hides_its_unchanged_documents(world: World) -> None:
     w = world
     spec = {"name": "tighten", "kind": "folder", "url": str(w.inbox / "tighten"), "library": "team"}
@@ -898,29 +886,7 @@ BAD_SPECS = [
 ]
 
 
-LATE_GROUPS = pytest.mark.xfail(
-    strict=True,
-    reason="DEFECT: AddSource accepts ACL groups that ingest refuses (acl_groups: 1-64 of A-Z a-z 0-9 "
-    "_ . - @ :); the source is recorded and every sync job of it fails later",
-)
-LATE_S3 = pytest.mark.xfail(
-    strict=True,
-    reason="DEFECT (low): AddSource accepts an s3 region or bucket the S3 backend refuses (a host "
-    "injection attempt); the spec is recorded and only each poll fails",
-)
-_LATE = {
-    "group space": LATE_GROUPS,
-    "group empty": LATE_GROUPS,
-    "group star": LATE_GROUPS,
-    "group newline": LATE_GROUPS,
-    "s3 region injected": LATE_S3,
-    "s3 bucket injected": LATE_S3,
-}
-
-
-@pytest.mark.parametrize(
-    "case", [pytest.param(c[1], id=c[0], marks=[_LATE[c[0]]] if c[0] in _LATE else []) for c in BAD_SPECS]
-)
+@pytest.mark.parametrize("case", [pytest.param(c[1], id=c[0]) for c in BAD_SPECS])
 async def test_a_bad_spec_is_refused_over_http(world: World, case: dict[str, Any]) -> None:
     w = world
     spec = {**BASE, **case}
@@ -991,7 +957,7 @@ GRPC_BAD = [
 
 @pytest.mark.parametrize(
     "case",
-    [pytest.param(c[1], id=c[0], marks=[LATE_GROUPS] if c[0] == "group bad" else []) for c in GRPC_BAD],
+    [pytest.param(c[1], id=c[0]) for c in GRPC_BAD],
 )
 async def test_a_bad_spec_is_refused_over_grpc(world: World, case: dict[str, Any]) -> None:
     w = world
@@ -1119,11 +1085,6 @@ async def _added_with_credentials(w: World) -> list[str]:
     return seen
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="DEFECT: a source's URL is shown as given: its user:password (and secret query parameters) "
-    "come back in AddSource's answer and in every ListSources/GetSource, to readers of the library too",
-)
 async def test_credentials_in_a_source_url_are_not_echoed_by_the_api(world: World) -> None:
     w = world
     seen = await _added_with_credentials(w)
@@ -1350,12 +1311,6 @@ async def test_a_folder_swapped_for_a_symlink_after_it_was_added(world: World) -
     assert not {"secret.md", "secret2.md"} & await names(w, "swap")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="DEFECT (path escape, TOCTOU): FolderBackend checks a path against ingest.allowed_roots "
-    "when it scans and reads it later with path.read_bytes, following links: a file replaced by a "
-    "link between the two is read outside the roots and indexed under the inbox path",
-)
 async def test_a_file_swapped_for_a_symlink_while_its_job_runs_is_not_read_outside(world: World) -> None:
     """The job checks each path when it scans and reads the bytes later: a file replaced by a link to
     outside the roots in between must not be read through the link."""
@@ -1681,11 +1636,6 @@ async def test_hanging_sources_do_not_stall_the_others(world: World) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="DEFECT: RemoveSource (remove_documents) while the source's sync job runs removes the "
-    "members indexed so far; the job goes on indexing the rest, which no source owns any more",
-)
 async def test_removing_a_source_while_its_job_runs(world: World) -> None:
     w = world
     folder = w.inbox / "bulk"
@@ -1798,12 +1748,6 @@ async def _new_job(w: World, name: str, old: str) -> bool:
     return (await state(w, name))["last_job_id"] != old
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="DEFECT: a failed item is retried only when its source is next polled (interval_s), never "
-    "after ingest.source_backoff_s: nothing makes the source due at the item's retry time, so with "
-    "the default interval (300 s) and 5 retries an item takes 25 min to be dead-lettered (here: 1 h each)",
-)
 async def test_a_failed_item_is_retried_after_its_backoff_not_the_interval(world: World) -> None:
     w = world
     r = await add(
@@ -1904,13 +1848,6 @@ async def test_an_endless_s3_listing_ends(world: World) -> None:
     assert listed < 1000, listed
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="DEFECT: the poller waits for every due poll (asyncio.gather) before it looks for due "
-    "sources again, and a poll has no overall time limit: one slow source (a WebDAV tree answering "
-    "each PROPFIND in 1 s, walked to 20 levels / 500 folders; an endless S3 listing) stops every "
-    "other source from being polled",
-)
 @pytest.mark.parametrize("kind", ["slowdav", "s3empty"], ids=["slow webdav tree", "endless s3 listing"])
 async def test_one_slow_source_does_not_stall_every_other(world: World, kind: str) -> None:
     w = world

@@ -11,13 +11,15 @@ the circuit breaker counts; a `Failed` item is retried on its own, and dead-lett
 from __future__ import annotations
 
 import fnmatch
+import functools
+import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
-from ragstack.errors import RagstackError
+from ragstack.errors import RagstackError, Unavailable
 from ragstack.guard.paths import SETTING, PathGuard
 
 
@@ -42,6 +44,11 @@ class Failed:
     source: str
     name: str
     reason: str
+
+
+class ReadFailed(Unavailable):
+    """An item a scan listed whose bytes could not be read: it changed or went away since, or its
+    server refused. The message is safe to show; the item is retried."""
 
 
 class ScanError(RagstackError):
@@ -110,7 +117,22 @@ class FolderBackend:
                 yield Failed(str(path), name, f"cannot stat: {err.strerror}")
                 continue
             mtime = datetime.fromtimestamp(st.st_mtime_ns / 1e9, UTC).isoformat()
-            yield Entry(str(path.resolve()), name, f"{mtime}/{st.st_size}", st.st_size, path.read_bytes)
+            read = functools.partial(self._read, path.resolve(), st.st_ino)
+            yield Entry(str(path.resolve()), name, f"{mtime}/{st.st_size}", st.st_size, read)
+
+    def _read(self, path: Path, inode: int) -> bytes:
+        """The file's bytes, if it is still the file the scan listed: opened without following a
+        link, and what was opened checked against the roots (a file swapped for a link to outside
+        them, or a folder above it swapped, between the scan and the read is refused)."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError as err:
+            raise ReadFailed(f"{path}: cannot open ({err.strerror}; a link is not followed)") from None
+        with os.fdopen(fd, "rb") as f:
+            opened = Path(os.readlink(f"/proc/self/fd/{fd}"))
+            if not self._paths.allows(opened) or os.fstat(fd).st_ino != inode:
+                raise ReadFailed(f"{path} changed into something else since it was listed; skipped")
+            return f.read()
 
     def close(self) -> None:
         pass

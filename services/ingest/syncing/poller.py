@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from prometheus_client import Counter, Gauge
@@ -58,7 +60,7 @@ class SourcePoller:
         wake_worker: Callable[[], None],
         tick_s: float = 1.0,
         watch: bool = True,
-        parallel: int = 4,
+        parallel: int = 8,
     ) -> None:
         self._store = store
         self._sync = sync
@@ -67,6 +69,10 @@ class SourcePoller:
         self._tick_s = tick_s
         self._watch = watch
         self._slots = asyncio.Semaphore(parallel)
+        # Polls wait on the network: threads of their own, not the loop's default ones, which the
+        # service's calls need.
+        self._threads = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="source-poll")
+        self._in_flight: dict[str, asyncio.Task[None]] = {}
         self._wake = asyncio.Event()
         self._watcher: FolderWatch | None = None
 
@@ -96,14 +102,30 @@ class SourcePoller:
                         }
                     )
                 due = await asyncio.to_thread(self._store.due)
-                await asyncio.gather(*(self._poll(state) for state in due))
+                # Each poll is a task of its own: a slow source holds its own slot, not the clock.
+                for state in due:
+                    self._start(state)
                 try:
                     await asyncio.wait_for(self._wake.wait(), self._tick_s)
                 except TimeoutError:
                     pass
         finally:
+            for task in list(self._in_flight.values()):
+                task.cancel()
+            self._threads.shutdown(wait=False, cancel_futures=True)
             if self._watcher is not None:
                 self._watcher.close()
+
+    def _start(self, state: SourceState) -> None:
+        name = state.spec.name
+        if name in self._in_flight:
+            return
+        task = asyncio.create_task(self._poll(state), name=f"poll-{name}")
+        self._in_flight[name] = task
+        task.add_done_callback(functools.partial(self._ended, name))
+
+    def _ended(self, name: str, _: object) -> None:
+        self._in_flight.pop(name, None)
 
     def _changed(self, names: set[str]) -> None:
         for name in names:
@@ -115,7 +137,7 @@ class SourcePoller:
         if self._jobs.active(name) is not None:
             return  # its job runs from a scan of its own; the source is polled again after
         async with self._slots:
-            await asyncio.to_thread(self.poll, name)
+            await asyncio.get_running_loop().run_in_executor(self._threads, self.poll, name)
 
     def poll(self, name: str) -> str:
         """One poll: scan, compare, queue a job when there is work. Returns the job id ("" when

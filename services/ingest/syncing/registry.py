@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from ragstack.config import Config, SourceConfig
+from ragstack.domain import acl_groups
 from ragstack.errors import InvalidArgument
 from ragstack.guard.paths import PathGuard
 from services.ingest.crawler import CrawlLimits
@@ -15,7 +16,7 @@ from services.ingest.jobs import JobStore
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.syncing.backends import Backend
 from services.ingest.syncing.poller import SourcePoller
-from services.ingest.syncing.remote import open_backend
+from services.ingest.syncing.remote import S3Backend, open_backend
 from services.ingest.syncing.state import Retries, SourceStore
 from services.ingest.syncing.sync import SourceSync
 
@@ -31,8 +32,12 @@ class Sources:
         """Refuses a spec that could never be polled, before it is recorded: a folder outside
         `ingest.allowed_roots` (PERMISSION_DENIED, whether it exists or not), a URL of the wrong
         scheme. Whether a host may be fetched is the fetch guard's to say, at each poll."""
+        acl_groups(spec.groups)  # the groups ingest would refuse, refused now
         if spec.kind == "folder":
             self.paths.check(spec.url)
+            return
+        if spec.kind == "s3":  # bucket, prefix, region and endpoint as its backend reads them
+            S3Backend(spec.url, endpoint=spec.endpoint, region=spec.region, max_items=1).close()
             return
         try:
             parts = urlsplit(spec.url)

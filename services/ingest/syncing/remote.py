@@ -38,7 +38,7 @@ from obstore.exceptions import (
 from obstore.store import S3Store
 
 from ragstack.config import SourceConfig
-from ragstack.errors import InvalidArgument, Unavailable
+from ragstack.errors import InvalidArgument
 from ragstack.guard.paths import PathGuard
 from ragstack.guard.urls import (
     Allowlist,
@@ -53,7 +53,7 @@ from ragstack.guard.urls import (
 )
 from ragstack.redact import strip_userinfo
 from services.ingest.crawler import CrawlLimits, fetcher_for
-from services.ingest.syncing.backends import Backend, Entry, Failed, FolderBackend, ScanError
+from services.ingest.syncing.backends import Backend, Entry, Failed, FolderBackend, ReadFailed, ScanError
 
 if TYPE_CHECKING:
     from obstore import ObjectMeta
@@ -68,11 +68,6 @@ _ETAG = re.compile(r'(W/)?"[^"\r\n]*"')
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 Origin = tuple[str, str, int]
-
-
-class ReadFailed(Unavailable):
-    """An item a scan listed whose bytes could not be read: it changed or went away since, or its
-    server refused. The message is safe to show; the item is retried."""
 
 
 _FAILURES = (FetchError, InvalidArgument, ReadFailed)  # one request that failed, whatever the cause
@@ -581,7 +576,15 @@ class S3Backend:
         where = f"s3://{self._bucket}/{self._prefix}"
         count = 0
         try:
+            pages = 0
             for batch in obstore.list(store, self._prefix or None, chunk_size=1000):
+                # Keys are counted below; pages too, for a server that answers pages of nothing
+                # (or of the same keys) with a fresh continuation token forever.
+                pages += 1
+                if pages > self._max_items // 1000 + 2:
+                    raise ScanError(
+                        f"{where}: the listing goes on past {self._max_items} objects ({MAX_ITEMS_KEY})"
+                    )
                 for meta in batch:
                     entry = self._entry(meta)
                     if entry is None or not wanted(entry.name):

@@ -170,10 +170,14 @@ class SourceStore:
             if row is None:  # removed meanwhile
                 return
             interval = SourceConfig.model_validate_json(row[0]).interval_s
+            retry = self._db.execute(
+                "SELECT min(retry_at) FROM item_failures WHERE name = ? AND dead = 0", (name,)
+            ).fetchone()[0]
+            due = min(now + interval, max(float(retry), now)) if retry is not None else now + interval
             self._db.execute(
                 "UPDATE sources SET breaker = ?, failures = 0, last_error = '', last_success_at = ?,"
                 " next_poll = ?, last_job_id = CASE WHEN ? = '' THEN last_job_id ELSE ? END WHERE name = ?",
-                (CLOSED, iso(now), now + interval, job_id, job_id, name),
+                (CLOSED, iso(now), due, job_id, job_id, name),
             )
 
     def poll_failed(self, name: str, error: str) -> str:
@@ -231,6 +235,10 @@ class SourceStore:
                 "INSERT OR REPLACE INTO item_failures VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (name, item, revision, attempts, error[:2000], iso(now), retry_at, int(dead)),
             )
+            if not dead:  # the retry comes at its time, not at the source's next scheduled poll
+                self._db.execute(
+                    "UPDATE sources SET next_poll = min(next_poll, ?) WHERE name = ?", (retry_at, name)
+                )
         return ItemFailure(item, revision, attempts, error[:2000], iso(now), retry_at, dead)
 
     def items_ok(self, name: str, items: Iterable[str]) -> None:

@@ -59,7 +59,11 @@ class SourceSync:
     def _scan(self, spec: SourceConfig) -> Scan:
         library = self.library(spec)
         scan = Scan(library)
-        scan.held = {d.source: d.revision for d in self._pipeline.list_documents(library)}
+        groups = acl_groups(spec.groups)
+        documents = self._pipeline.list_documents(library)
+        # A document whose ACL is not the source's (its groups were changed) is fetched again: the
+        # pipeline rewrites the ACL in every store even when the bytes are the same.
+        scan.held = {d.source: d.revision for d in documents if tuple(d.groups) == groups}
         failures = self._store.failures(spec.name)
         backend = self._open(spec)
         try:
