@@ -191,7 +191,7 @@ async def test_only_admins_manage_sources_and_callers_see_their_libraries_only(w
     [
         ({"name": "out", "kind": "folder", "url": "/etc"}, 403, "ingest.allowed_roots"),
         ({"name": "bad url", "kind": "folder", "url": "/tmp"}, 422, "name"),
-        ({"name": "ftp", "kind": "http", "url": "ftp://example.org/x"}, 400, "http://"),
+        ({"name": "ftp", "kind": "http", "url": "ftp://example.org/x"}, 400, "not an http(s) URL"),
         ({"name": "s3x", "kind": "s3", "url": "https://bucket/x"}, 400, "s3://"),
         ({"name": "ep", "kind": "http", "url": "https://example.org", "endpoint": "http://x"}, 422, "s3"),
         ({"name": "x", "kind": "folder", "url": "/tmp", "every": 5}, 422, "every"),

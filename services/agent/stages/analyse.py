@@ -240,6 +240,22 @@ def _read(
     ]
 
 
+def _result(library: str, digest: str, text: str, read: list[d.SearchHit]) -> tuple[list[d.SearchHit], str]:
+    """The analysis's result as evidence of its own, first, before the chunks of what it read; and
+    the markers citing them all."""
+    result = d.Chunk(
+        chunk_id=f"analysis:{digest}",
+        document_id="analysis",
+        library=library,
+        text=text,
+        heading_path=("analysis",),
+        title="analysis",
+        media_type=ANALYSIS,
+    )
+    hits = [d.SearchHit(result, 1.0), *read]
+    return hits, " ".join(f"[{i}]" for i in range(1, len(hits) + 1))
+
+
 def _programmed(
     library: str,
     written: sandbox.Written,
@@ -250,18 +266,8 @@ def _programmed(
     code = written.last.code if written.last else ""
     digest = hashlib.sha256(f"{code}\0{written.result}".encode()).hexdigest()[:12]
     names = [doc.name for doc, _ in documents if doc.document_id in written.documents]
-    result = d.Chunk(
-        chunk_id=f"analysis:{digest}",
-        document_id="analysis",
-        library=library,
-        text=f"A program run in the sandbox over the files of {', '.join(names) or 'the documents'} "
-        f"printed:\n{written.result}",
-        heading_path=("analysis",),
-        title="analysis",
-        media_type=ANALYSIS,
-    )
-    hits = [d.SearchHit(result, 1.0), *_read(documents, written.documents)]
-    refs = " ".join(f"[{i}]" for i in range(1, len(hits) + 1))
+    text = f"A program run in the sandbox over the files of {', '.join(names) or 'the documents'} printed:\n"
+    hits, refs = _result(library, digest, text + written.result, _read(documents, written.documents))
     printed = " ".join(written.result.split())
     printed = printed if len(printed) <= 500 else printed[:500] + " ..."
     answer = f"A program run over the documents printed: {printed.rstrip('.')} {refs}."
@@ -275,16 +281,9 @@ def _analysed(
     evidence: Evidence,
 ) -> Analysed:
     digest = hashlib.sha256(found.code.encode()).hexdigest()[:12]
-    result = d.Chunk(
-        chunk_id=f"analysis:{digest}",
-        document_id="analysis",
-        library=library,
-        text=f"{found.sentence()} Computed by a program run in the sandbox over {len(found.files)} "
-        f"table(s); it printed {found.text}.",
-        heading_path=("analysis",),
-        title="analysis",
-        media_type=ANALYSIS,
+    text = (
+        f"{found.sentence()} Computed by a program run in the sandbox over {len(found.files)} "
+        f"table(s); it printed {found.text}."
     )
-    hits = [d.SearchHit(result, 1.0), *_read(documents, found.document_ids)]
-    refs = " ".join(f"[{i}]" for i in range(1, len(hits) + 1))
+    hits, refs = _result(library, digest, text, _read(documents, found.document_ids))
     return Analysed(Evidence(hits, 1.0, evidence.grade), f"{found.sentence().rstrip('.')} {refs}.")

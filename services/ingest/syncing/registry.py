@@ -5,20 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from ragstack.config import Config, SourceConfig
 from ragstack.domain import acl_groups
-from ragstack.errors import InvalidArgument
 from ragstack.guard.paths import PathGuard
 from services.ingest.crawler import CrawlLimits
 from services.ingest.jobs import JobStore
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.syncing.backends import Backend
 from services.ingest.syncing.poller import SourcePoller
-from services.ingest.syncing.remote import S3Backend, open_backend
+from services.ingest.syncing.remote import open_backend
 from services.ingest.syncing.state import Retries, SourceStore
-from services.ingest.syncing.sync import SourceSync
+from services.ingest.syncing.sync import Opener, SourceSync
 
 
 @dataclass
@@ -26,29 +24,15 @@ class Sources:
     store: SourceStore
     sync: SourceSync
     poller: SourcePoller
-    paths: PathGuard
+    open: Opener
 
     def check(self, spec: SourceConfig) -> None:
-        """Refuses a spec that could never be polled, before it is recorded: a folder outside
-        `ingest.allowed_roots` (PERMISSION_DENIED, whether it exists or not), a URL of the wrong
-        scheme. Whether a host may be fetched is the fetch guard's to say, at each poll."""
-        acl_groups(spec.groups)  # the groups ingest would refuse, refused now
-        if spec.kind == "folder":
-            self.paths.check(spec.url)
-            return
-        if spec.kind == "s3":  # bucket, prefix, region and endpoint as its backend reads them
-            S3Backend(spec.url, endpoint=spec.endpoint, region=spec.region, max_items=1).close()
-            return
-        try:
-            parts = urlsplit(spec.url)
-        except ValueError:
-            raise InvalidArgument(f"source {spec.name!r}: not a URL") from None
-        schemes = ("s3",) if spec.kind == "s3" else ("http", "https")
-        if parts.scheme not in schemes or not parts.netloc:
-            shown = " or ".join(s + "://..." for s in schemes)
-            raise InvalidArgument(f"source {spec.name!r}: a {spec.kind} source's url is {shown}")
-        if spec.endpoint is not None and urlsplit(spec.endpoint).scheme not in ("http", "https"):
-            raise InvalidArgument(f"source {spec.name!r}: endpoint is an http:// or https:// URL")
+        """Refuses a spec that could never be polled, before it is recorded: ACL groups ingest would
+        refuse, and what its backend refuses when built (a folder outside `ingest.allowed_roots`,
+        PERMISSION_DENIED whether it exists or not; a URL, bucket, region or endpoint it cannot
+        read). Whether a host may be fetched is the fetch guard's to say, at each poll."""
+        acl_groups(spec.groups)
+        self.open(spec).close()
 
 
 def build_sources(
@@ -72,4 +56,4 @@ def build_sources(
 
     sync = SourceSync(store, pipeline, opener, cfg.library)
     poller = SourcePoller(store, sync, jobs, wake_worker, ingest.source_tick_s, ingest.source_watch)
-    return Sources(store, sync, poller, paths)
+    return Sources(store, sync, poller, opener)
