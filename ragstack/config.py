@@ -205,6 +205,23 @@ class IngestConfig(_Strict):
         "their syncs run only when asked (`ragstack source sync`, SubmitIngest naming the source); "
         "the services a CLI command starts for itself never poll.",
     )
+    job_lease_s: float = Field(
+        60.0,
+        ge=5,
+        le=3600,
+        description="Queued ingest: a worker renews its running job's lease every third of this; a job "
+        "whose lease ran out (its worker died) is taken again by any worker.",
+    )
+    job_attempts: int = Field(
+        3,
+        ge=1,
+        le=100,
+        description="Queued ingest: times a job is started (after a failure or a dead worker, with "
+        "exponential backoff) before it is dead-lettered with its last error.",
+    )
+    job_backoff_s: float = Field(
+        10.0, gt=0, le=3600, description="Queued ingest: the first retry's delay; each later one doubles it."
+    )
     source_tick_s: float = Field(
         1.0, gt=0, le=60, description="Sources: how often the ingester looks for a source that is due."
     )
@@ -339,6 +356,13 @@ class RetrieveConfig(_Strict):
         description="Search queries are embedded with the embedder's int8 weights (model.int8.onnx, "
         "about twice as fast on CPU; documents keep fp32 vectors) or with model.onnx (fp32); auto: int8 "
         "on CPU, fp32 on a GPU (where the int8 operators would run on the CPU).",
+    )
+    max_staleness_s: float = Field(
+        10.0,
+        gt=0,
+        le=3600,
+        description="A retrieve replica serves the stores' newest committed version at most this old: "
+        "it looks for new LanceDB versions and lexical snapshots at least this often (Stats, /metrics).",
     )
     batch_window_ms: float = Field(
         0.0,
@@ -576,6 +600,37 @@ class StorageConfig(_Strict):
         return self.lancedb_uri or data_dir / "lancedb"
 
 
+class StateConfig(_Strict):
+    """Where the shared state lives (catalog, job queue, sessions, recall memory, database
+    registry, feedback, enrichment cache, sources): SQLite files in data_dir for one machine, or
+    one PostgreSQL database that every service process shares (deploy/README.md)."""
+
+    url: str = Field(
+        "",
+        description="Empty: SQLite files in data_dir. postgresql://user@host:5432/db: PostgreSQL, a "
+        "schema per store; the password is best left to password_env.",
+    )
+    password_env: str = Field("", description="Environment variable holding the PostgreSQL password.")
+    schema_prefix: str = Field(
+        "ragstack",
+        pattern=r"^[a-z][a-z0-9_]{0,30}$",
+        description="PostgreSQL schemas are <prefix>_<store>: two deployments can share a database.",
+    )
+    auto_migrate: bool = Field(
+        False,
+        description="Apply a new release's schema changes at start; false: a service refuses to start "
+        "until `ragstack migrate` has run. New stores are always created whole.",
+    )
+    connect_timeout_s: float = Field(10.0, gt=0, le=300, description="PostgreSQL connect timeout.")
+
+    @field_validator("url")
+    @classmethod
+    def _postgres_url(cls, value: str) -> str:
+        if value and urlsplit(value).scheme not in ("postgresql", "postgres"):
+            raise ValueError("must be empty (SQLite) or a postgresql:// URL")
+        return value
+
+
 class LLMConfig(_Strict):
     enabled: bool = Field(True, description="Use Ollama when reachable; false forces the offline paths.")
     host: str = Field("http://127.0.0.1:11434", description="Ollama's base URL.")
@@ -715,6 +770,7 @@ class Config(_Strict):
     llm: LLMConfig = Field(default_factory=LLMConfig)
     sql: SqlConfig = Field(default_factory=SqlConfig)
     storage: StorageConfig = Field(default_factory=StorageConfig)
+    state: StateConfig = Field(default_factory=StateConfig)
     deadlines: DeadlinesConfig = Field(default_factory=DeadlinesConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)

@@ -22,6 +22,7 @@ from ragstack.config import Config, TelemetryConfig, load_config
 from ragstack.models import EMBEDDER
 from ragstack.resources import Resources
 from ragstack.telemetry import setup_tracing
+from tests.tools.state import state_config  # noqa: F401  (the fixture, for every test module)
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples" / "corpus"
@@ -133,3 +134,12 @@ async def stack(
     )
     yield running
     await running.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _state_server() -> Any:
+    """The PostgreSQL server the state tests share, stopped at the end of the session."""
+    from tests.tools import state
+
+    yield
+    state.stop_server()

@@ -496,6 +496,33 @@ def init(force: bool) -> None:
     click.echo(f"wrote {target}: commands run in this folder read it")
 
 
+@cli.command()
+@click.option("--check", is_flag=True, help="Only say what is pending; exit 1 when something is.")
+@click.pass_context
+def migrate(ctx: click.Context, check: bool) -> None:
+    """Bring every store of shared state (SQLite files or PostgreSQL) to this release's schema."""
+    from ragstack.state.db import connect_state
+    from ragstack.state.migrations import pending, prepare
+    from ragstack.state.registry import state_stores
+
+    cfg = _config(ctx)
+    behind = 0
+    for module in state_stores():
+        db = connect_state(cfg.state, cfg.data_dir, module.STORE)
+        try:
+            todo = pending(db, module.MIGRATIONS)
+            if not check and todo:
+                prepare(db, module.MIGRATIONS, apply_pending=True)
+        finally:
+            db.close()
+        behind += bool(todo)
+        said = "; ".join(f"{m.version}: {m.says}" for m in todo)
+        verb = "pending" if check else "applied"
+        click.echo(f"{module.STORE}: " + (f"{verb} {said}" if todo else "current"))
+    if check and behind:
+        ctx.exit(1)
+
+
 @cli.group(name="models")
 def models_group() -> None:
     """The models RAGStack runs: where they are, and installing them (offline, once)."""

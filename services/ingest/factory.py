@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from ragstack.guard.paths import PathGuard, default_roots
 from ragstack.resources import Resources
 from ragstack.service import ServiceSpec
+from ragstack.state import open_state
+from ragstack.stores import catalog as catalog_store
 from ragstack.stores.catalog import Catalog
 from ragstack.stores.databases import DatabaseRegistry
 from ragstack.stores.graph import GraphStore
@@ -31,12 +33,15 @@ from services.ingest.remote_convert import DoclingServe
 from services.ingest.servicer import IngestServicer, register
 from services.ingest.syncing.registry import build_sources
 
+# The stores of shared state this service opens (`ragstack migrate` brings them all up to date).
+STATE = (catalog_store,)
+
 
 def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
     cfg = res.cfg
     check_layout(cfg.data_dir)
     embedder = res.embedder
-    catalog = Catalog(cfg.data_dir / "catalog.sqlite")
+    catalog = Catalog(open_state(cfg.state, cfg.data_dir, catalog_store.STORE, catalog_store.MIGRATIONS))
     lancedb_at, options = cfg.storage.lancedb(cfg.data_dir), cfg.storage.options
     publisher = None
     if cfg.storage.lexical_snapshots:  # replicas elsewhere read the index from object storage

@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ragstack.config import StateConfig
+from ragstack.stores import catalog as catalog_store
 from ragstack.stores.catalog import Catalog
 from ragstack.stores.graph import GraphStore
 from ragstack.stores.lexical import LexicalStore
@@ -13,6 +15,7 @@ from ragstack.stores.vectors import VectorStore
 from services.ingest.graph_extract import EntityExtractor
 from services.ingest.graph_index import GraphIndex
 from services.ingest.pipeline import IngestPipeline
+from tests.tools import state as state_tools
 
 
 def graph_pipeline(
@@ -21,7 +24,7 @@ def graph_pipeline(
     """The pipeline and its vector store (the writer)."""
     vectors = VectorStore(lance, embedder.dimension, writer=True)
     pipeline = IngestPipeline(
-        Catalog(root / "catalog.sqlite"),
+        Catalog(state_tools.store(StateConfig(), root, catalog_store)),
         vectors,
         LexicalStore(root / "tantivy", writer=True),
         embedder,

@@ -82,7 +82,8 @@ class PostgresError(RuntimeError):
 class PostgresServer:
     """One PostgreSQL cluster of our own. `start()` (or `with`) starts it, `stop()` removes it all."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_connections: int = 40) -> None:
+        self.max_connections = max_connections
         self.port = 0
         self.root: Path | None = None
         self._bin: Path | None = None
@@ -182,7 +183,7 @@ class PostgresServer:
                     "-c fsync=off",
                     "-c synchronous_commit=off",
                     "-c full_page_writes=off",
-                    "-c max_connections=40",
+                    f"-c max_connections={self.max_connections}",
                     "-c shared_buffers=32MB",
                     "-c log_min_messages=warning",
                     "-c log_statement=none",

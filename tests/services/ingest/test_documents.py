@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from ragstack.config import StateConfig
 from ragstack.domain import FileStage, IngestSummary
 from ragstack.guard.paths import PathGuard
+from ragstack.stores import catalog as catalog_store
 from ragstack.stores.catalog import Catalog
 from ragstack.stores.lexical import LexicalStore
 from ragstack.stores.vectors import VectorStore
@@ -16,6 +18,7 @@ from services.ingest.pipeline import IngestPipeline
 from services.ingest.readers import parse
 from services.ingest.sources import collect_paths
 from tests.conftest import SHARED
+from tests.tools import state as state_tools
 
 DOCS = SHARED / "data" / "documents"
 FORMATS = ("pdf", "docx", "pptx", "xlsx", "html", "csv")
@@ -32,7 +35,7 @@ def chunks_of(relative: str) -> list:  # type: ignore[type-arg]
 @pytest.mark.slow
 def test_every_document_ingests(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
     pipeline = IngestPipeline(
-        Catalog(tmp_path / "catalog.sqlite"),
+        Catalog(state_tools.store(StateConfig(), tmp_path, catalog_store)),
         VectorStore(tmp_path / "lance", embedder.dimension, writer=True),
         LexicalStore(tmp_path / "tantivy", writer=True),
         embedder,

@@ -7,15 +7,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ragstack.config import LLMConfig
+from ragstack.config import LLMConfig, StateConfig
 from ragstack.domain import IngestSummary
 from ragstack.llm import LLM
+from ragstack.stores import catalog as catalog_store
 from ragstack.stores.catalog import Catalog
 from ragstack.stores.lexical import LexicalStore
 from ragstack.stores.vectors import VectorStore
 from services.ingest.enrich import Enricher
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.sources import upload_items
+from tests.tools import state as state_tools
 from tests.tools.ollama_server import OllamaServer
 
 DOC = (
@@ -26,7 +28,7 @@ DOC = (
 
 def pipeline(tmp_path: Path, embedder: Any, llm: LLM | None) -> IngestPipeline:
     return IngestPipeline(
-        Catalog(tmp_path / "catalog.sqlite"),
+        Catalog(state_tools.store(StateConfig(), tmp_path, catalog_store)),
         VectorStore(tmp_path / "lance", embedder.dimension, writer=True),
         LexicalStore(tmp_path / "tantivy", writer=True),
         embedder,

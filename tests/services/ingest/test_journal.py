@@ -14,13 +14,16 @@ from typing import Any
 
 import pytest
 
+from ragstack.config import StateConfig
 from ragstack.domain import IngestSummary
+from ragstack.stores import catalog as catalog_store
 from ragstack.stores.catalog import Catalog
 from ragstack.stores.lexical import LexicalStore
 from ragstack.stores.vectors import VectorStore, sql_str
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.sources import upload_items
 from tests.conftest import MODEL_DIR
+from tests.tools import state as state_tools
 
 
 class Crash(BaseException):
@@ -29,7 +32,7 @@ class Crash(BaseException):
 
 def pipeline(tmp_path: Path, embedder: Any, lexical: LexicalStore | None = None) -> IngestPipeline:
     return IngestPipeline(
-        Catalog(tmp_path / "catalog.sqlite"),
+        Catalog(state_tools.store(StateConfig(), tmp_path, catalog_store)),
         VectorStore(tmp_path / "lance", embedder.dimension, writer=True),
         lexical or LexicalStore(tmp_path / "tantivy", writer=True),
         embedder,
@@ -55,7 +58,9 @@ def state(tmp_path: Path, embedder: Any) -> tuple[list[str], list[str], list[str
         return [], [], []
     lance = sorted(r["text"] for r in table.search().where(f"library = {sql_str('default')}").to_list())
     lexical = sorted(c.text for c, _ in LexicalStore(tmp_path / "tantivy").search("okapi", "default", 10))
-    catalog = [d.source for d in Catalog(tmp_path / "catalog.sqlite").list("default")]
+    catalog = [
+        d.source for d in Catalog(state_tools.store(StateConfig(), tmp_path, catalog_store)).list("default")
+    ]
     return lance, lexical, catalog
 
 
@@ -214,7 +219,7 @@ def test_a_failed_unit_rolls_the_kept_pdf_back(tmp_path: Path, embedder) -> None
     originals = Originals(vectors.connection())
     lexical = LexicalStore(tmp_path / "tantivy", writer=True)
     p = IngestPipeline(
-        Catalog(tmp_path / "catalog.sqlite"),
+        Catalog(state_tools.store(StateConfig(), tmp_path, catalog_store)),
         vectors,
         lexical,
         embedder,
@@ -238,11 +243,11 @@ def test_a_failed_unit_rolls_the_kept_pdf_back(tmp_path: Path, embedder) -> None
     # The first unit that keeps a PDF makes the table; failing, it leaves it empty.
     lexical.replace_documents = broken  # type: ignore[method-assign]
     assert run(first).failed == 1
-    assert Catalog(tmp_path / "catalog.sqlite").list("default") == []
+    assert Catalog(state_tools.store(StateConfig(), tmp_path, catalog_store)).list("default") == []
     assert vectors.connection().open_table("originals").count_rows() == 0
     lexical.replace_documents = real  # type: ignore[method-assign]
     assert run(first).indexed == 1
-    doc = Catalog(tmp_path / "catalog.sqlite").list("default")[0].document_id
+    doc = Catalog(state_tools.store(StateConfig(), tmp_path, catalog_store)).list("default")[0].document_id
     layout = originals.layout("default", doc)
     lexical.replace_documents = broken  # type: ignore[method-assign]
     assert run(second).failed == 1

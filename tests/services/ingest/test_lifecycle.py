@@ -14,9 +14,11 @@ from typing import Any
 
 import pytest
 
+from ragstack.config import StateConfig
 from ragstack.domain import IngestSummary, LibraryStats, SearchFilter, SearchMode
 from ragstack.errors import AlreadyExists, InvalidArgument, NotFound
 from ragstack.guard.paths import PathGuard
+from ragstack.stores import catalog as catalog_store
 from ragstack.stores.catalog import Catalog
 from ragstack.stores.graph import GraphStore
 from ragstack.stores.lexical import LexicalStore
@@ -28,6 +30,7 @@ from services.ingest.pipeline import IngestPipeline
 from services.ingest.sources import collect_paths
 from services.retrieve.searcher import Query, Searcher
 from tests.conftest import SAMPLES
+from tests.tools import state as state_tools
 
 FILES = ["bm25.md", "chunking.md", "dense-retrieval.md", "hybrid-search.md", "reranking.md"]
 ONLY_BM25 = "Okapi"  # of these files, only bm25.md names it
@@ -89,7 +92,7 @@ def stores(tmp_path: Path, embedder, extractor: EntityExtractor) -> Stores:  # t
     for name in FILES:
         shutil.copy(SAMPLES / name, docs / name)
     data = tmp_path / "data"
-    catalog = Catalog(data / "catalog.sqlite")
+    catalog = Catalog(state_tools.store(StateConfig(), data, catalog_store))
     vectors = VectorStore(data / "lancedb", embedder.dimension, writer=True)
     lexical = LexicalStore(data / "tantivy" / "chunks", writer=True)
     graph = GraphStore(data / "lancedb", embedder.dimension, writer=True)

@@ -8,15 +8,18 @@ from pathlib import Path
 
 import pytest
 
+from ragstack.config import StateConfig
 from ragstack.domain import FileProgress, FileStage, IngestSummary
 from ragstack.errors import DocumentNotFound, InvalidArgument
 from ragstack.guard.paths import PathGuard
+from ragstack.stores import catalog as catalog_store
 from ragstack.stores.catalog import Catalog
 from ragstack.stores.lexical import LexicalStore
 from ragstack.stores.vectors import VectorStore
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.sources import collect_paths, upload_items
 from tests.conftest import SAMPLES
+from tests.tools import state as state_tools
 
 EVERYWHERE = PathGuard([Path("/")])  # these tests read their own temp folders
 
@@ -44,7 +47,7 @@ def setup(tmp_path: Path, embedder):  # type: ignore[no-untyped-def]
     vectors = VectorStore(tmp_path / "lance", embedder.dimension, writer=True)
     lexical = LexicalStore(tmp_path / "tantivy", writer=True)
     pipeline = IngestPipeline(
-        Catalog(tmp_path / "catalog.sqlite"),
+        Catalog(state_tools.store(StateConfig(), tmp_path, catalog_store)),
         vectors,
         lexical,
         counting,

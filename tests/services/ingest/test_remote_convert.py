@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from ragstack.config import IngestConfig, load_config
+from ragstack.config import IngestConfig, StateConfig, load_config
 from ragstack.domain import FileProgress, FileStage, IngestSummary
 from ragstack.errors import ConfigError, Unavailable
 from ragstack.guard.paths import PathGuard
+from ragstack.stores import catalog as catalog_store
 from ragstack.stores.catalog import Catalog
 from ragstack.stores.lexical import LexicalStore
 from ragstack.stores.vectors import VectorStore
@@ -30,6 +31,7 @@ from services.ingest.pipeline import IngestPipeline
 from services.ingest.remote_convert import DoclingServe
 from services.ingest.sources import collect_paths
 from tests.conftest import SHARED
+from tests.tools import state as state_tools
 from tests.tools.docling_serve import DoclingServeServer
 
 DOCS = SHARED / "data" / "documents"
@@ -121,7 +123,7 @@ def _pipeline(
     root: Path, embedder, converter: DoclingServe, budgets: Budgets | None = None
 ) -> IngestPipeline:  # type: ignore[no-untyped-def]
     return IngestPipeline(
-        Catalog(root / "catalog.sqlite"),
+        Catalog(state_tools.store(StateConfig(), root, catalog_store)),
         VectorStore(root / "lance", embedder.dimension, writer=True),
         LexicalStore(root / "tantivy", writer=True),
         embedder,

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from ragstack.config import SourceConfig
+from ragstack.config import SourceConfig, StateConfig
 from ragstack.domain import FileStage, IngestSummary
 from ragstack.guard.paths import PathGuard
+from ragstack.stores import catalog as catalog_store
 from ragstack.stores.catalog import Catalog
 from ragstack.stores.lexical import LexicalStore
 from ragstack.stores.vectors import VectorStore
@@ -21,6 +22,7 @@ from services.ingest.syncing.backends import Backend, FolderBackend
 from services.ingest.syncing.poller import SourcePoller
 from services.ingest.syncing.state import CLOSED, HALF_OPEN, OPEN, Retries, SourceStore
 from services.ingest.syncing.sync import SourceSync
+from tests.tools import state as state_tools
 
 
 class Clock:
@@ -59,7 +61,7 @@ class World:
         self.folder = tmp / "inbox"
         self.folder.mkdir()
         self.clock = Clock()
-        self.catalog = Catalog(tmp / "catalog.sqlite")
+        self.catalog = Catalog(state_tools.store(StateConfig(), tmp, catalog_store))
         self.pipeline = IngestPipeline(
             self.catalog,
             VectorStore(tmp / "lance", embedder.dimension, writer=True),

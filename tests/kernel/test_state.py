@@ -1,0 +1,130 @@
+"""The shared state layer on both backends: statements, transactions, versioned schemas, and
+`ragstack migrate`."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from ragstack.config import StateConfig
+from ragstack.errors import FailedPrecondition
+from ragstack.state import Migration, MigrationRequired, open_state
+from ragstack.state.db import connect_state
+from ragstack.state.migrations import pending, version
+
+V1 = Migration(1, "a table of pets", "CREATE TABLE pets (name TEXT PRIMARY KEY, legs INTEGER NOT NULL)")
+V2 = Migration(2, "pets get an owner", "ALTER TABLE pets ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
+
+
+def test_a_new_store_is_made_whole_and_records_its_version(state_config: StateConfig, tmp_path: Path) -> None:
+    db = open_state(state_config, tmp_path, "pets", [V1, V2])
+    db.execute("INSERT INTO pets (name, legs, owner) VALUES (?, ?, ?)", ("rex", 4, "ann"))
+    assert db.one("SELECT name, legs, owner FROM pets") == ("rex", 4, "ann")
+    assert version(db) == 2
+    db.close()
+    again = open_state(state_config, tmp_path, "pets", [V1, V2])  # reopening changes nothing
+    assert version(again) == 2 and again.all("SELECT name FROM pets") == [("rex",)]
+    again.close()
+
+
+def test_a_store_behind_the_release_is_refused_until_migrated(
+    state_config: StateConfig, tmp_path: Path
+) -> None:
+    open_state(state_config, tmp_path, "pets", [V1]).close()
+    with pytest.raises(
+        MigrationRequired, match=r"version 1.*needs 2 \(2: pets get an owner\).*ragstack migrate"
+    ):
+        open_state(state_config, tmp_path, "pets", [V1, V2])
+    db = connect_state(state_config, tmp_path, "pets")
+    assert [m.version for m in pending(db, [V1, V2])] == [2]
+    db.close()
+    migrated = open_state(state_config, tmp_path, "pets", [V1, V2], migrate=True)
+    assert version(migrated) == 2
+    migrated.close()
+    auto = state_config.model_copy(update={"auto_migrate": True})
+    open_state(auto, tmp_path, "pets", [V1, V2]).close()
+
+
+def test_a_store_ahead_of_the_release_is_refused(state_config: StateConfig, tmp_path: Path) -> None:
+    open_state(state_config, tmp_path, "pets", [V1, V2]).close()
+    with pytest.raises(FailedPrecondition, match="newer than this release"):
+        open_state(state_config, tmp_path, "pets", [V1])
+
+
+def test_a_transaction_commits_whole_or_not_at_all(state_config: StateConfig, tmp_path: Path) -> None:
+    db = open_state(state_config, tmp_path, "pets", [V1])
+    with pytest.raises(RuntimeError), db.transaction():
+        db.execute("INSERT INTO pets (name, legs) VALUES (?, ?)", ("tom", 4))
+        raise RuntimeError("midway")
+    assert db.all("SELECT name FROM pets") == []
+    with db.transaction():
+        db.executemany("INSERT INTO pets (name, legs) VALUES (?, ?)", [("a", 2), ("b", 8)])
+        with db.transaction():  # nested: part of the outer one
+            db.execute("UPDATE pets SET legs = legs + 1 WHERE name = ?", ("a",))
+    assert db.all("SELECT name, legs FROM pets ORDER BY name") == [("a", 3), ("b", 8)]
+    assert db.execute("DELETE FROM pets WHERE legs > ?", (5,)) == 1
+    # A literal % is not a placeholder on either backend.
+    assert db.one("SELECT count(*) FROM pets WHERE name LIKE 'a%'") == (1,)
+    db.close()
+
+
+def test_two_processes_opening_a_new_store_at_once_apply_it_once(
+    state_config: StateConfig, tmp_path: Path
+) -> None:
+    errors: list[BaseException] = []
+
+    def open_one() -> None:
+        try:
+            open_state(state_config, tmp_path, "pets", [V1, V2]).close()
+        except BaseException as err:  # noqa: BLE001
+            errors.append(err)
+
+    threads = [threading.Thread(target=open_one) for _ in range(4)]  # a connection each, like processes
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    db = connect_state(state_config, tmp_path, "pets")
+    assert db.all("SELECT version FROM schema_migrations ORDER BY version") == [(1,), (2,)]
+    db.close()
+
+
+def test_stores_of_one_postgres_database_do_not_share_tables(tmp_path: Path) -> None:
+    from tests.tools.state import config_for
+
+    cfg = config_for("postgres")
+    one = open_state(cfg, tmp_path, "pets", [V1])
+    other = open_state(cfg.model_copy(update={"schema_prefix": "other"}), tmp_path, "pets", [V1])
+    one.execute("INSERT INTO pets (name, legs) VALUES ('rex', 4)")
+    assert other.all("SELECT name FROM pets") == []
+    one.close()
+    other.close()
+
+
+def test_a_postgres_connection_lost_between_calls_is_opened_again(tmp_path: Path) -> None:
+    from tests.tools.state import config_for, postgres_server
+
+    cfg = config_for("postgres")
+    db = open_state(cfg, tmp_path, "pets", [V1])
+    db.execute("INSERT INTO pets (name, legs) VALUES ('rex', 4)")
+    postgres_server().execute_admin(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'ragstack-ragstack_pets'"
+    )
+    assert db.all("SELECT name FROM pets") == [("rex",)]
+    db.close()
+
+
+def test_an_unreachable_postgres_is_unavailable_with_the_reason(tmp_path: Path) -> None:
+    from ragstack.errors import Unavailable
+
+    cfg = StateConfig(url="postgresql://nobody@127.0.0.1:9/none", connect_timeout_s=2)
+    with pytest.raises(Unavailable, match="state store pets: PostgreSQL unreachable"):
+        open_state(cfg, tmp_path, "pets", [V1])
+
+
+def test_a_state_url_must_name_postgres() -> None:
+    with pytest.raises(ValueError, match="postgresql://"):
+        StateConfig(url="mysql://x/y")
