@@ -97,12 +97,15 @@ class LexicalStore:
         heading_boost: float = 0.5,
         publisher: SnapshotPublisher | None = None,
         snapshots: SnapshotReader | None = None,
+        shared: bool = False,
     ) -> None:
         """`heading_boost` weighs matches in the heading path (which starts with the title) against
         matches in the text (1.0). Measured on SciFact and HotpotQA: 0.5 beats 0 and 1; above 1,
         titles drown the text (README, retrieval results). Beyond one machine: the writer publishes
         every commit with `publisher`; a reader with `snapshots` searches the newest published
-        generation instead of `path` (storage.lexical_snapshots)."""
+        generation instead of `path` (storage.lexical_snapshots). A `shared` writer holds tantivy's
+        writer lock only inside `writing()`, so ingest workers in other processes take turns (under
+        the commit lock of services/ingest/unit_of_work.py)."""
 
         path.mkdir(parents=True, exist_ok=True)
         self._schema = _schema()
@@ -114,18 +117,36 @@ class LexicalStore:
         self._replaced = _replaced_token(path)
         self._index, self._acl = _open_index(path)
         self._writer = None
-        if writer:
-            try:
-                self._writer = self._index.writer(heap_size=_WRITER_HEAP, num_threads=1)
-            except ValueError as err:
-                if "LockBusy" not in str(err):
-                    raise
-                raise StoreBusy(
-                    f"another process is writing the lexical index in {path} (a running `ragstack serve` "
-                    "or ingest): stop it, or let commands reach it at its configured addresses"
-                ) from None
-            if not self._acl:
-                self._upgrade()
+        self._shared = writer and shared
+        if writer and not shared:
+            self._open_writer()
+
+    def _open_writer(self) -> None:
+        try:
+            self._writer = self._index.writer(heap_size=_WRITER_HEAP, num_threads=1)
+        except ValueError as err:
+            if "LockBusy" not in str(err):
+                raise
+            raise StoreBusy(
+                f"another process is writing the lexical index in {self._path} (a running `ragstack "
+                "serve` or ingest): stop it, or let commands reach it at its configured addresses"
+            ) from None
+        if not self._acl:
+            self._upgrade()
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """A shared writer's turn: the index as the last writer (in any process) left it, and the
+        writer open until the block ends. A no-op for a writer of its own."""
+        if not self._shared:
+            yield
+            return
+        self._reopen()
+        self._open_writer()
+        try:
+            yield
+        finally:
+            self.close()
 
     def replace_documents(
         self,

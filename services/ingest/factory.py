@@ -10,6 +10,7 @@ from ragstack.guard.paths import PathGuard, default_roots
 from ragstack.resources import Resources
 from ragstack.service import ServiceSpec
 from ragstack.state import open_state
+from ragstack.state.locks import SharedLock
 from ragstack.stores import catalog as catalog_store
 from ragstack.stores.catalog import Catalog
 from ragstack.stores.databases import DatabaseRegistry
@@ -48,7 +49,12 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         publisher = SnapshotPublisher(
             cfg.data_dir / "tantivy" / "chunks", open_store(cfg.storage.lexical_snapshots, options)
         )
-    lexical = LexicalStore(cfg.data_dir / "tantivy" / "chunks", writer=True, publisher=publisher)
+    # PostgreSQL state: ingest workers in other processes may write these stores too; they take
+    # turns per unit under a lock of the state, and tantivy's writer is held only for a turn.
+    shared = SharedLock(cfg.state, cfg.data_dir, "ingest-commit") if cfg.state.url else None
+    lexical = LexicalStore(
+        cfg.data_dir / "tantivy" / "chunks", writer=True, publisher=publisher, shared=shared is not None
+    )
     if publisher is not None:
         publisher.publish()  # what is already indexed, for replicas that start before the next batch
     # A writer when ingest builds the graph; otherwise read for the stats only.
@@ -87,6 +93,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         originals=Originals(vectors.connection()),
         page_pictures=cfg.ingest.page_pictures,
         converter=converter,
+        shared=shared,
     )
 
     lifecycle = StoreLifecycle(cfg.data_dir, catalog, vectors, lexical, graph_store)

@@ -43,6 +43,7 @@ from ragstack.domain import (
 )
 from ragstack.errors import DocumentNotFound, InvalidArgument, PermissionDenied, RagstackError
 from ragstack.knowledge_graph import EntityMention, Relation
+from ragstack.state.locks import SharedLock
 from ragstack.stores.catalog import Catalog
 from ragstack.stores.originals import Original, Originals
 from services.ingest import readers
@@ -101,12 +102,14 @@ class IngestPipeline:
         originals: Originals | None = None,
         page_pictures: bool = True,
         converter: DoclingServe | None = None,
+        shared: SharedLock | None = None,
     ) -> None:
         """`budgets`: of one document (services/ingest/budgets.py); `parser`: the worker process
         pool that parses the formats whose parsers can run away (in this process when None);
         `originals`: where PDFs are kept with their lines' positions (when `page_pictures`; a
         removed document's go in any case); `converter`: a docling-serve server that converts PDF,
-        Office and HTML files instead of Docling here (`ingest.converter`)."""
+        Office and HTML files instead of Docling here (`ingest.converter`); `shared`: the lock of
+        the ingest workers in other processes that write the same stores (services/ingest/unit_of_work.py)."""
         self._catalog = catalog
         self._vectors = vectors
         self._lexical = lexical
@@ -126,7 +129,7 @@ class IngestPipeline:
         # Runs go on side by side (a small ingest beside a long one); their batches, removals and
         # deletes are written one unit at a time, and the ANN build and the graph's refresh wait.
         self._keep_originals = originals is not None and page_pictures
-        self._stores = UnitOfWork(catalog, vectors, lexical, graph, originals)
+        self._stores = UnitOfWork(catalog, vectors, lexical, graph, originals, shared)
         self._extract_lock = threading.Lock()  # spaCy's pipeline is not to be run by two threads
         self._stores.recover()  # a unit a crash interrupted: finished or undone before anything else
 
@@ -222,7 +225,7 @@ class IngestPipeline:
             yield from _drain(summary, in_flight)
         if summary.indexed:
             try:
-                with tracer.start_as_current_span("ingest.ann_index"), self._stores.lock:
+                with tracer.start_as_current_span("ingest.ann_index"), self._stores.exclusive():
                     self._vectors.build_ann_index(self._ann_min_rows)
             except Exception:  # exact search still works; the next run tries again
                 log.exception("building the ANN index failed")
@@ -236,7 +239,7 @@ class IngestPipeline:
     def _refresh_graph(self, library: str, summary: IngestSummary, changed: bool) -> None:
         assert self._graph is not None
         try:
-            with tracer.start_as_current_span("ingest.communities"), self._stores.lock:
+            with tracer.start_as_current_span("ingest.communities"), self._stores.exclusive():
                 counts = self._graph.refresh(library) if changed else self._graph.counts(library)
         except Exception:  # the chunks are indexed; the next change refreshes the communities again
             log.exception("refreshing the graph communities of %s failed", library)

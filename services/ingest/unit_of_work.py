@@ -5,6 +5,11 @@ so a crash can stop a unit between two commits. The catalog's journal says, befo
 written, what the unit changes and where every store stood; the next start finishes the unit (when
 tantivy, written last, committed: only the catalog's rows were missing) or rolls every store back
 to where it stood. A unit that fails without a crash is rolled back at once.
+
+Ingest workers in several processes may share the stores (PostgreSQL state, services/ingest/jobs.py):
+then units take turns under a lock of the shared state, and each turn starts from what the last
+writer left: tantivy's writer opened afresh, the LanceDB tables reopened, and a unit that a dead
+worker left half-written finished or undone first.
 """
 
 from __future__ import annotations
@@ -12,7 +17,8 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -21,6 +27,7 @@ from opentelemetry import trace
 
 from ragstack.domain import Chunk, Document, PageText
 from ragstack.knowledge_graph import EntityMention, Relation
+from ragstack.state.locks import SharedLock
 from ragstack.stores.catalog import Catalog
 from ragstack.stores.location import table_names
 from ragstack.stores.originals import Original, Originals
@@ -40,6 +47,7 @@ class VectorWriter(Protocol):
 
 
 class LexicalWriter(Protocol):
+    def writing(self) -> AbstractContextManager[None]: ...
     def replace_documents(
         self,
         library: str,
@@ -85,20 +93,38 @@ class UnitOfWork:
         lexical: LexicalWriter,
         graph: GraphIndex | None,
         originals: Originals | None = None,
+        shared: SharedLock | None = None,
     ) -> None:
+        """`shared`: the lock of the ingest workers sharing these stores (None: this process is
+        their only writer)."""
         self._catalog = catalog
         self._vectors = vectors
         self._originals = originals
         self._lexical = lexical
         self._graph = graph
-        # One unit at a time (the journal holds one). Hold it for any other write to these stores
-        # (the ANN build, the graph's communities) so none runs inside a unit.
-        self.lock = threading.Lock()
+        self._shared = shared
+        self._local = threading.Lock()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """One unit at a time (the journal holds one), in this process and among the workers that
+        share the stores. Held for any other write to them too (the ANN build, the graph's
+        communities), so none runs inside a unit."""
+        with self._local:
+            if self._shared is None:
+                yield
+                return
+            with self._shared.hold(), self._lexical.writing():
+                self._vectors.reopen()
+                if self._graph is not None:
+                    self._graph.reopen()
+                self._recover()  # a unit a dead worker left half-written
+                yield
 
     def apply(self, change: Change) -> None:
         """Writes `change` to every store, or to none: a failure rolls back what was written and
         raises."""
-        with self.lock:
+        with self.exclusive():
             # LanceDB tables first, tantivy last: a failure before tantivy's commit rolls LanceDB
             # back to where it was.
             self._catalog.begin_batch(self._journal_entry(change))
@@ -118,7 +144,7 @@ class UnitOfWork:
         """Finishes a unit that stopped between the stores' commits (a crash): forward when tantivy,
         written last, committed (only the catalog rows were missing), else back: every LanceDB
         table to its version before the unit. Returns what it did."""
-        with self.lock:
+        with self.exclusive():
             return self._recover()
 
     def _write(self, change: Change) -> None:
