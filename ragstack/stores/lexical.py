@@ -141,6 +141,10 @@ class LexicalStore:
         if not self._shared:
             yield
             return
+        if self._publisher is not None:  # workers with folders of their own: continue from the newest
+            newest = self._publisher.catch_up(self._path.with_name(f".{self._path.name}.catch-up"))
+            if newest is not None:
+                self._install(newest)
         self._reopen()
         self._open_writer()
         try:
@@ -339,14 +343,18 @@ class LexicalStore:
         then swapped in by rename, so readers open the old index or the new one, never a mix; they
         reopen it at their next search (the new folder holds a new `REPLACED` token)."""
         with self._paused():
-            staging = self._path.with_name(f".{self._path.name}.restore")
-            shutil.rmtree(staging, ignore_errors=True)
-            _copy_index(source, staging)
-            (staging / REPLACED).write_text(uuid.uuid4().hex)
-            _swap(staging, self._path)
-            shutil.rmtree(staging, ignore_errors=True)
+            self._install(source)
         if self._publisher is not None:
             self._publisher.publish()
+
+    def _install(self, source: Path) -> None:
+        """A copy of `source`'s index made beside ours, then swapped in by rename (the writer closed)."""
+        staging = self._path.with_name(f".{self._path.name}.restore")
+        shutil.rmtree(staging, ignore_errors=True)
+        _copy_index(source, staging)
+        (staging / REPLACED).write_text(uuid.uuid4().hex)
+        _swap(staging, self._path)
+        shutil.rmtree(staging, ignore_errors=True)
 
     def garbage_collect(self) -> None:
         """Deletes the files no commit uses any more (merged segments, old deletes)."""

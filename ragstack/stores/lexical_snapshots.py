@@ -55,6 +55,17 @@ class SnapshotPublisher:
     def __init__(self, index_dir: Path, store: Any) -> None:
         self._dir = index_dir
         self._store = store
+        self.generation = 0  # the last one this publisher published or caught up with
+
+    def catch_up(self, cache: Path) -> Path | None:
+        """For ingest workers that take turns (each with its own folder): the newest generation's
+        folder when another writer published after this one, to continue from; None when this one
+        published the newest (or nothing was published yet)."""
+        current = _current(self._store)
+        if current in (0, self.generation):
+            return None
+        self.generation, folder = SnapshotReader(self._store, cache).latest(force=True)
+        return folder
 
     def publish(self) -> int:
         """Publishes the last commit. Its `meta.json` is read first and names the segments, so a
@@ -96,6 +107,7 @@ class SnapshotPublisher:
                 f"lexical snapshot generation {generation} was claimed by another writer: {err}"
             ) from None
         obstore.put(self._store, "CURRENT", str(generation).encode())
+        self.generation = generation
         return generation
 
     def prune(self, keep: int = 3) -> int:

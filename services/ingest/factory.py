@@ -55,8 +55,10 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
     lexical = LexicalStore(
         cfg.data_dir / "tantivy" / "chunks", writer=True, publisher=publisher, shared=shared is not None
     )
-    if publisher is not None:
-        publisher.publish()  # what is already indexed, for replicas that start before the next batch
+    if publisher is not None and shared is None:
+        # What is already indexed, for replicas that start before the next batch. Shared workers
+        # published every commit as they made it; the folder of a new one holds nothing to publish.
+        publisher.publish()
     # A writer when ingest builds the graph; otherwise read for the stats only.
     graph_store = GraphStore(lancedb_at, embedder.dimension, writer=cfg.ingest.graph, storage_options=options)
     vectors = VectorStore(lancedb_at, embedder.dimension, writer=True, storage_options=options)

@@ -18,6 +18,7 @@ from ragstack.state.locks import SharedLock
 from ragstack.stores import catalog as catalog_store
 from ragstack.stores.catalog import Catalog
 from ragstack.stores.lexical import LexicalStore
+from ragstack.stores.lexical_snapshots import SnapshotPublisher, SnapshotReader, open_store
 from ragstack.stores.vectors import VectorStore, sql_str
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.sources import upload_items
@@ -46,8 +47,13 @@ def catalog_of(cfg: StateConfig, data: Path) -> Catalog:
     return catalog
 
 
-def worker(cfg: StateConfig, data: Path, embedder: Any) -> tuple[IngestPipeline, LexicalStore]:
-    lexical = LexicalStore(data / "tantivy", writer=True, shared=True)
+def worker(
+    cfg: StateConfig, data: Path, embedder: Any, own: Path | None = None, snapshots: str = ""
+) -> tuple[IngestPipeline, LexicalStore]:
+    """A worker on the stores in `data`; with `own`, its tantivy folder is there instead, and it
+    publishes to (and continues from) the lexical snapshots at `snapshots`."""
+    publisher = SnapshotPublisher(own / "tantivy", open_store(snapshots)) if own else None
+    lexical = LexicalStore((own or data) / "tantivy", writer=True, shared=True, publisher=publisher)
     lock = SharedLock(cfg, data, "ingest-commit")
     OPENED.append(lock)
     pipeline = IngestPipeline(
@@ -108,6 +114,26 @@ def test_two_workers_writing_at_once_lose_nothing(tmp_path: Path, embedder: Any)
         assert [c.source for c, _ in reader.search(name, "default", 3)][0].endswith(
             name.replace("alpha", "alpha-").replace("beta", "beta-") + ".md"
         )
+
+
+def test_workers_with_folders_of_their_own_continue_from_the_newest_snapshot(
+    tmp_path: Path, embedder: Any
+) -> None:
+    cfg = state_tools.config_for("postgres")
+    bucket = f"file://{tmp_path / 'bucket'}"
+    a, _ = worker(cfg, tmp_path, embedder, own=tmp_path / "a", snapshots=bucket)
+    b, _ = worker(cfg, tmp_path, embedder, own=tmp_path / "b", snapshots=bucket)
+    run(a, documents("alpha", 3))
+    run(b, documents("beta", 3))  # b's folder held nothing: its turn starts from a's snapshot
+    run(a, documents("gamma", 2))  # and a's from b's
+    reader = LexicalStore(
+        tmp_path / "replica", snapshots=SnapshotReader(open_store(bucket), tmp_path / "cache")
+    )
+    assert reader.count("default") == sum(
+        d.chunk_count or 0 for d in catalog_of(cfg, tmp_path).list("default")
+    )
+    for word in ("alpha2", "beta1", "gamma0"):
+        assert reader.search(word, "default", 1), word
 
 
 def test_a_unit_a_dead_worker_left_half_written_is_undone_by_the_next_turn(
