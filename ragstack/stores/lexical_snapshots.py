@@ -58,11 +58,18 @@ class SnapshotPublisher:
         self.generation = 0  # the last one this publisher published or caught up with
 
     def catch_up(self, cache: Path) -> Path | None:
-        """For ingest workers that take turns (each with its own folder): the newest generation's
-        folder when another writer published after this one, to continue from; None when this one
-        published the newest (or nothing was published yet)."""
+        """For ingest workers that take turns: the newest generation's folder when another writer
+        published a commit this one's folder lacks, to continue from; None when the folder holds
+        the newest (this one published it, or the workers share the folder) or none was published."""
         current = _current(self._store)
         if current in (0, self.generation):
+            return None
+        local = self._dir / "meta.json"
+        if (
+            local.exists()
+            and bytes(obstore.get(self._store, f"gen-{current}/meta.json").bytes()) == local.read_bytes()
+        ):
+            self.generation = current  # a shared folder: that commit is here already
             return None
         self.generation, folder = SnapshotReader(self._store, cache).latest(force=True)
         return folder

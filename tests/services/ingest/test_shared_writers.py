@@ -136,6 +136,25 @@ def test_workers_with_folders_of_their_own_continue_from_the_newest_snapshot(
         assert reader.search(word, "default", 1), word
 
 
+def test_workers_sharing_a_folder_and_publishing_copy_nothing(
+    tmp_path: Path, embedder: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = state_tools.config_for("postgres")
+    bucket = f"file://{tmp_path / 'bucket'}"
+    a, _ = worker(cfg, tmp_path, embedder, own=tmp_path / "shared", snapshots=bucket)
+    b, _ = worker(cfg, tmp_path, embedder, own=tmp_path / "shared", snapshots=bucket)
+    installed: list[Path] = []
+    monkeypatch.setattr(LexicalStore, "_install", lambda self, source: installed.append(source))
+    run(a, documents("alpha", 2))
+    run(b, documents("beta", 2))
+    run(a, documents("gamma", 2))
+    assert installed == []  # the folder already held each newest commit
+    reader = LexicalStore(
+        tmp_path / "replica", snapshots=SnapshotReader(open_store(bucket), tmp_path / "cache")
+    )
+    assert all(reader.search(word, "default", 1) for word in ("alpha1", "beta0", "gamma1"))
+
+
 def test_a_unit_a_dead_worker_left_half_written_is_undone_by_the_next_turn(
     tmp_path: Path, embedder: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
