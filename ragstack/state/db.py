@@ -36,6 +36,7 @@ class StateDB:
         self._connect = connect
         self._lock = threading.RLock()
         self._in_transaction = False
+        self.connections = 0  # connections opened so far: session state (locks) lives in one
         self._conn = self._open()
 
     # --- statements ---------------------------------------------------------------------------------
@@ -98,6 +99,7 @@ class StateDB:
                     raise
                 if self._in_transaction:  # the transaction is gone with the connection
                     raise Unavailable(f"state store {self.store}: connection lost: {err}") from err
+            self.close()
             self._conn = self._open()  # lost between statements: once more on a new connection
             return call(self._conn)
 
@@ -109,6 +111,7 @@ class StateDB:
                 raise
 
     def _open(self) -> Any:
+        self.connections += 1
         try:
             return self._connect()
         except Exception as err:

@@ -22,6 +22,7 @@ class SharedLock:
         self._local = threading.Lock()  # the process's threads take turns first
         self._file = data_dir / f"{name}.lock"
         self._db: StateDB | None = None
+        self._leading: int | None = None  # the connection (or lock file) this process leads with
         if cfg.url:
             self._db = connect_state(cfg, data_dir, "locks")
 
@@ -39,6 +40,32 @@ class SharedLock:
             finally:
                 self._db.one("SELECT pg_advisory_unlock(hashtextextended(?, 0))", (key,))
 
+    def lead(self) -> bool:
+        """Whether this process leads: the lock taken without waiting and kept for the life of the
+        process (its connection), so one process among those sharing the state does a job; when it
+        dies, another takes over at its next try. Asked again, it checks its hold is still there."""
+        with self._local:
+            if self._db is None:
+                if self._leading is None:
+                    self._leading = self._try_flock()
+                return self._leading is not None
+            self._db.one("SELECT 1")  # a lost connection (and the lock with it) shows here
+            if self._leading != self._db.connections:
+                key = f"ragstack.lock.{self.name}"
+                row = self._db.one("SELECT pg_try_advisory_lock(hashtextextended(?, 0))", (key,))
+                self._leading = self._db.connections if row and row[0] else None
+            return self._leading is not None
+
+    def _try_flock(self) -> int | None:
+        self._file.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self._file, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        return fd  # kept open: the lock lasts as long as the process
+
     @contextmanager
     def _flock(self) -> Iterator[None]:
         self._file.parent.mkdir(parents=True, exist_ok=True)
@@ -52,3 +79,6 @@ class SharedLock:
     def close(self) -> None:
         if self._db is not None:
             self._db.close()
+        elif self._leading is not None:
+            os.close(self._leading)
+        self._leading = None

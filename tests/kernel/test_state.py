@@ -128,3 +128,43 @@ def test_an_unreachable_postgres_is_unavailable_with_the_reason(tmp_path: Path) 
 def test_a_state_url_must_name_postgres() -> None:
     with pytest.raises(ValueError, match="postgresql://"):
         StateConfig(url="mysql://x/y")
+
+
+def test_one_process_leads_and_another_takes_over_when_it_dies(
+    state_config: StateConfig, tmp_path: Path
+) -> None:
+    from ragstack.state.locks import SharedLock
+
+    first, second = SharedLock(state_config, tmp_path, "poller"), SharedLock(state_config, tmp_path, "poller")
+    assert first.lead() and first.lead()  # asked again, it still leads
+    assert not second.lead()
+    first.close()  # its process died: the connection (or the lock file's descriptor) went with it
+    assert second.lead()
+    second.close()
+
+
+def test_a_shared_lock_is_held_by_one_holder_at_a_time(state_config: StateConfig, tmp_path: Path) -> None:
+    from ragstack.state.locks import SharedLock
+
+    locks = [SharedLock(state_config, tmp_path, "commit") for _ in range(3)]  # as three processes
+    inside, most = [0], [0]
+    guard = threading.Lock()
+
+    def turns(lock: SharedLock) -> None:
+        for _ in range(5):
+            with lock.hold():
+                with guard:
+                    inside[0] += 1
+                    most[0] = max(most[0], inside[0])
+                threading.Event().wait(0.005)
+                with guard:
+                    inside[0] -= 1
+
+    threads = [threading.Thread(target=turns, args=(lock,)) for lock in locks]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert most[0] == 1
+    for lock in locks:
+        lock.close()

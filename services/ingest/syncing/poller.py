@@ -61,7 +61,10 @@ class SourcePoller:
         tick_s: float = 1.0,
         watch: bool = True,
         parallel: int = 8,
+        leads: Callable[[], bool] = lambda: True,
     ) -> None:
+        """`leads`: whether this process is the one that polls among the ingest workers sharing
+        the state (asked every tick; another takes over when the leader dies)."""
         self._store = store
         self._sync = sync
         self._jobs = jobs
@@ -75,6 +78,7 @@ class SourcePoller:
         self._in_flight: dict[str, asyncio.Task[None]] = {}
         self._wake = asyncio.Event()
         self._watcher: FolderWatch | None = None
+        self._leads = leads
 
     def wake(self) -> None:
         """Look for due sources now (after AddSource, RetrySource, a watched change)."""
@@ -92,6 +96,9 @@ class SourcePoller:
         try:
             while True:
                 self._wake.clear()
+                if not await asyncio.to_thread(self._leads):
+                    await asyncio.sleep(self._tick_s)
+                    continue
                 states = await asyncio.to_thread(self._store.list)
                 if self._watcher is not None:
                     self._watcher.follow(
