@@ -593,7 +593,10 @@ class StorageConfig(_Strict):
         "index after each commit and retrieve reads it; empty: the shared <data_dir>/tantivy.",
     )
     snapshot_poll_s: float = Field(
-        5.0, gt=0, description="How often a retrieve replica looks for a new snapshot."
+        5.0,
+        gt=0,
+        description="How often a retrieve replica looks for a new snapshot at a search; "
+        "retrieve.max_staleness_s when that is shorter.",
     )
 
     def lancedb(self, data_dir: Path) -> Path | str:

@@ -416,6 +416,14 @@ def store_stats_from_pb(pb: ingest_pb2.StatsResponse) -> StoreStats:
     return from_pb(pb, StoreStats)
 
 
+def retrieve_stats_to_pb(s: d.RetrieveStats) -> retrieve_pb2.RetrieveServiceStatsResponse:
+    return to_pb(s, retrieve_pb2.RetrieveServiceStatsResponse)
+
+
+def retrieve_stats_from_pb(pb: retrieve_pb2.RetrieveServiceStatsResponse) -> d.RetrieveStats:
+    return from_pb(pb, d.RetrieveStats)
+
+
 def vacuum_to_pb(r: VacuumReport) -> ingest_pb2.VacuumResponse:
     return to_pb(r, ingest_pb2.VacuumResponse)
 

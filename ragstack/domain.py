@@ -520,6 +520,22 @@ class StoreStats:
 
 
 @dataclass(frozen=True)
+class StoreFreshness:
+    """One store as a retrieve replica serves it (services/retrieve/freshness.py)."""
+
+    store: str  # a LanceDB table, or `lexical`
+    version: int
+    checked_at: str  # when `version` was last confirmed the newest committed one, RFC 3339
+    staleness_s: float  # seconds since then: how far behind the writer reads may be, at most
+
+
+@dataclass(frozen=True)
+class RetrieveStats:
+    stores: list[StoreFreshness]
+    max_staleness_s: float
+
+
+@dataclass(frozen=True)
 class VacuumReport:
     older_than_days: int
     versions_removed: int

@@ -11,8 +11,9 @@ from rich.table import Table
 
 from ragstack.cli.session import connect
 from ragstack.config import Config
-from ragstack.domain import SnapshotInfo
-from ragstack.rpc.clients import IngestClient
+from ragstack.domain import RetrieveStats, SnapshotInfo
+from ragstack.errors import RagstackError
+from ragstack.rpc.clients import IngestClient, RetrieveClient
 
 
 def _client(cfg: Config, session: Any) -> IngestClient:
@@ -29,10 +30,16 @@ def _size(n: int) -> str:
 
 
 async def stats(cfg: Config, library: str, as_json: bool) -> None:
-    async with connect(cfg, needed=("ingest",), start=("ingest",)) as session:
+    fresh: RetrieveStats | None = None
+    async with connect(cfg, needed=("ingest", "retrieve"), start=("ingest",)) as session:
         found = await _client(cfg, session).stats(library)
+        if not session.embedded:  # a retrieve replica that serves: how fresh its view is
+            try:
+                fresh = await RetrieveClient(session.channels["retrieve"], cfg.deadlines.retrieve_s).stats()
+            except RagstackError:
+                pass
     if as_json:
-        print(json.dumps(asdict(found), indent=2))
+        print(json.dumps(asdict(found) | ({"retrieve": asdict(fresh)} if fresh else {}), indent=2))
         return
     console = Console()
     table = Table(title="Libraries", title_justify="left")
@@ -63,6 +70,9 @@ async def stats(cfg: Config, library: str, as_json: bool) -> None:
         f"catalog {_size(found.catalog_bytes)}, {found.snapshots} snapshots {_size(found.snapshots_bytes)}",
         highlight=False,
     )
+    if fresh is not None:
+        served = ", ".join(f"{s.store} v{s.version} {s.staleness_s:.1f} s" for s in fresh.stores)
+        console.print(f"Retrieve (staleness at most {fresh.max_staleness_s:g} s): {served}", highlight=False)
 
 
 def _flag(count: int, expected: int) -> str:

@@ -87,6 +87,7 @@ RULES: dict[str, Rule] = {
     "/ragstack.v1.RetrieveService/GetChunk": Rule(_R, "reading a chunk", _library),
     "/ragstack.v1.RetrieveService/GetGraph": Rule(_R, "reading the knowledge graph", _library),
     "/ragstack.v1.RetrieveService/GetChunkVisual": Rule(_R, "reading a chunk's page picture", _library),
+    "/ragstack.v1.RetrieveService/Stats": Rule(_A, "reading store freshness"),
     "/ragstack.v1.VerifyService/Verify": Rule(_R, "verifying an answer"),
 }
 

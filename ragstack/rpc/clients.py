@@ -46,6 +46,7 @@ _IDEMPOTENT = [
     {"service": GRPC_SERVICES["retrieve"], "method": "GetChunk"},
     {"service": GRPC_SERVICES["retrieve"], "method": "GetChunkVisual"},
     {"service": GRPC_SERVICES["retrieve"], "method": "GetGraph"},  # retried before its first page only
+    {"service": GRPC_SERVICES["retrieve"], "method": "Stats"},
     {"service": GRPC_SERVICES["verify"], "method": "Verify"},
     {"service": GRPC_SERVICES["ingest"], "method": "ListDocuments"},
     {"service": GRPC_SERVICES["ingest"], "method": "GetDocument"},
@@ -225,6 +226,11 @@ class RetrieveClient:
         req = retrieve_pb2.SqlRequest(library=library, database=database, sql=sql, max_rows=max_rows)
         resp = await _unary(self._stub.Sql, req, self._deadline)
         return convert.sql_result_from_pb(resp)
+
+    async def stats(self) -> d.RetrieveStats:
+        """One replica's freshness (calls go round-robin: each replica's own is on its /metrics)."""
+        resp = await _unary(self._stub.Stats, retrieve_pb2.RetrieveServiceStatsRequest(), self._deadline)
+        return convert.retrieve_stats_from_pb(resp)
 
 
 class VerifyClient:

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from ragstack.domain import acl_allows
 from ragstack.knowledge_graph import Community, EntityMention, KnowledgeGraph, Relation
-from ragstack.stores.location import connect_lancedb
+from ragstack.stores.location import connect_lancedb, latest_version
 from ragstack.stores.vectors import sql_str
 
 ENTITIES, RELATIONS, COMMUNITIES = "graph_entities", "graph_relations", "graph_communities"
@@ -108,10 +108,12 @@ class GraphStore:
         dimension: int = 0,
         writer: bool = False,
         storage_options: Mapping[str, str] | None = None,
+        max_staleness_s: float = 0.0,
     ) -> None:
         """`dimension`: of the community vectors; a writer needs it to create the tables. `path`: a
-        folder or an object store URL (storage.lancedb_uri)."""
-        self._db = connect_lancedb(path, writer, storage_options)
+        folder or an object store URL (storage.lancedb_uri), where a reader checks for new versions
+        at most every `max_staleness_s` (connect_lancedb)."""
+        self._db = connect_lancedb(path, writer, storage_options, max_staleness_s)
         self.dimension = dimension
         self._schemas = {
             ENTITIES: _ENTITY_SCHEMA,
@@ -316,6 +318,15 @@ class GraphStore:
         table = self._table(COMMUNITIES)
         communities = int(table.count_rows(f"library = {sql_str(library)}")) if table is not None else 0
         return len(keys), len(edges), communities
+
+    def refresh(self) -> dict[str, int]:
+        """A reader's check for the writer's newest commits, now: the version of each table it
+        serves (0 before the table exists)."""
+        versions = {}
+        for name in self._schemas:
+            table = self._table(name)
+            versions[name] = 0 if table is None else latest_version(table)
+        return versions
 
     def reopen(self) -> None:
         """Forgets the open tables and the in-memory graphs: the next call opens the latest versions

@@ -231,14 +231,25 @@ class LexicalStore:
         if self._publisher is not None:
             self._publisher.publish()
 
-    def _refresh(self) -> bool:
-        """Sees the latest commit: reloads, or opens the newest published generation. False when
-        there is nothing to search yet."""
+    def refresh(self) -> int:
+        """A reader's check for the newest commit, now: the version it then serves (the snapshot
+        generation, or the shared folder's commit stamp; 0 before the first commit)."""
+        if self._snapshots is None:
+            stamp = self.opstamp()  # before the reload, so what is served is at least this commit
+            self._reload()
+            return stamp
+        self._refresh(force=True)
+        return self._generation
+
+    def _refresh(self, force: bool = False) -> bool:
+        """Sees the latest commit: reloads, or opens the newest published generation (`force`:
+        asks the object store now rather than within the snapshot poll). False when there is
+        nothing to search yet."""
 
         if self._snapshots is None:
             self._reload()
             return True
-        generation, folder = self._snapshots.latest()
+        generation, folder = self._snapshots.latest(force)
         if folder is None:
             return False
         if generation != self._generation:

@@ -8,18 +8,33 @@ from pathlib import Path
 from typing import Any
 
 
-def connect_lancedb(location: Path | str, writer: bool, options: Mapping[str, str] | None = None) -> Any:
-    """A LanceDB connection. Readers check for the writer's commits on every read (another
-    connection, maybe another process or machine); the single writer needs no check."""
+def connect_lancedb(
+    location: Path | str,
+    writer: bool,
+    options: Mapping[str, str] | None = None,
+    max_staleness_s: float = 0.0,
+) -> Any:
+    """A LanceDB connection. The single writer needs no check for commits. A reader (another
+    connection, maybe another process or machine) checks for the writer's commits on every read
+    in a folder, where a check is a directory listing; on object storage, where each check is a
+    request, at most every `max_staleness_s` (0: on every read too)."""
     import lancedb
 
-    if isinstance(location, Path) or "://" not in location:
+    local = isinstance(location, Path) or "://" not in location
+    if local:
         Path(location).mkdir(parents=True, exist_ok=True)
+    interval = None if writer else timedelta(seconds=0 if local else max_staleness_s)
     return lancedb.connect(
         str(location),
-        read_consistency_interval=None if writer else timedelta(seconds=0),
+        read_consistency_interval=interval,
         storage_options=dict(options) if options else None,
     )
+
+
+def latest_version(table: Any) -> int:
+    """A reader's check for the writer's newest commit of `table`, now: the version it then serves."""
+    table.checkout_latest()
+    return int(table.version)
 
 
 def table_names(db: Any) -> list[str]:

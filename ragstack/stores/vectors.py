@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from ragstack.domain import Chunk, SearchFilter, heading_key
-from ragstack.stores.location import connect_lancedb
+from ragstack.stores.location import connect_lancedb, latest_version
 
 TABLE = "chunks"
 GROUPS = "groups"  # the document's ACL groups; empty or null (a table from before ACLs): public
@@ -228,11 +228,13 @@ class VectorStore:
         nprobes: int = 20,
         refine_factor: int = 10,
         storage_options: Mapping[str, str] | None = None,
+        max_staleness_s: float = 0.0,
     ) -> None:
         """`memory_rows`: a library up to this many chunks is searched exactly from memory (loaded
         again whenever the table's version changes); larger ones are searched by LanceDB, through
-        its ANN index with `nprobes` and `refine_factor` when one was built."""
-        self._db = connect_lancedb(path, writer, storage_options)
+        its ANN index with `nprobes` and `refine_factor` when one was built. `max_staleness_s`: a
+        reader on object storage checks for new versions at most this often (connect_lancedb)."""
+        self._db = connect_lancedb(path, writer, storage_options, max_staleness_s)
         self.dimension = dimension
         self._memory_rows = memory_rows
         self._nprobes = nprobes
@@ -447,6 +449,12 @@ class VectorStore:
         if table is None:
             return 0
         return int(table.count_rows(f"library = {sql_str(library)}" if library else None))
+
+    def refresh(self) -> dict[str, int]:
+        """A reader's check for the writer's newest commit, now: the version it serves (0 before
+        the table exists)."""
+        table = self._open()
+        return {TABLE: 0 if table is None else latest_version(table)}
 
     def connection(self) -> Any:
         """The LanceDB connection: the store lifecycle reaches every table through it."""

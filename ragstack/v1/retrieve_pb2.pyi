@@ -8,6 +8,30 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class RetrieveServiceStatsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class StoreFreshness(_message.Message):
+    __slots__ = ("store", "version", "checked_at", "staleness_s")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    CHECKED_AT_FIELD_NUMBER: _ClassVar[int]
+    STALENESS_S_FIELD_NUMBER: _ClassVar[int]
+    store: str
+    version: int
+    checked_at: str
+    staleness_s: float
+    def __init__(self, store: _Optional[str] = ..., version: _Optional[int] = ..., checked_at: _Optional[str] = ..., staleness_s: _Optional[float] = ...) -> None: ...
+
+class RetrieveServiceStatsResponse(_message.Message):
+    __slots__ = ("stores", "max_staleness_s")
+    STORES_FIELD_NUMBER: _ClassVar[int]
+    MAX_STALENESS_S_FIELD_NUMBER: _ClassVar[int]
+    stores: _containers.RepeatedCompositeFieldContainer[StoreFreshness]
+    max_staleness_s: float
+    def __init__(self, stores: _Optional[_Iterable[_Union[StoreFreshness, _Mapping]]] = ..., max_staleness_s: _Optional[float] = ...) -> None: ...
+
 class GetChunkVisualRequest(_message.Message):
     __slots__ = ("chunk_id", "library", "page", "width")
     CHUNK_ID_FIELD_NUMBER: _ClassVar[int]

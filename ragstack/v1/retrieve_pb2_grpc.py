@@ -70,6 +70,11 @@ class RetrieveServiceStub:
                 request_serializer=ragstack_dot_v1_dot_retrieve__pb2.GetChunkVisualRequest.SerializeToString,
                 response_deserializer=ragstack_dot_v1_dot_retrieve__pb2.GetChunkVisualResponse.FromString,
                 _registered_method=True)
+        self.Stats = channel.unary_unary(
+                '/ragstack.v1.RetrieveService/Stats',
+                request_serializer=ragstack_dot_v1_dot_retrieve__pb2.RetrieveServiceStatsRequest.SerializeToString,
+                response_deserializer=ragstack_dot_v1_dot_retrieve__pb2.RetrieveServiceStatsResponse.FromString,
+                _registered_method=True)
 
 
 class RetrieveServiceServicer:
@@ -148,6 +153,16 @@ class RetrieveServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Stats(self, request, context):
+        """How fresh this replica's view of the stores is: the version of each store it serves and how
+        long ago it last confirmed that version is the newest committed one, against the bound it
+        keeps (retrieve.max_staleness_s). /metrics has the same numbers
+        (ragstack_retrieve_store_version, ragstack_retrieve_staleness_seconds).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RetrieveServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -185,6 +200,11 @@ def add_RetrieveServiceServicer_to_server(servicer, server):
                     servicer.GetChunkVisual,
                     request_deserializer=ragstack_dot_v1_dot_retrieve__pb2.GetChunkVisualRequest.FromString,
                     response_serializer=ragstack_dot_v1_dot_retrieve__pb2.GetChunkVisualResponse.SerializeToString,
+            ),
+            'Stats': grpc.unary_unary_rpc_method_handler(
+                    servicer.Stats,
+                    request_deserializer=ragstack_dot_v1_dot_retrieve__pb2.RetrieveServiceStatsRequest.FromString,
+                    response_serializer=ragstack_dot_v1_dot_retrieve__pb2.RetrieveServiceStatsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -377,6 +397,33 @@ class RetrieveService:
             '/ragstack.v1.RetrieveService/GetChunkVisual',
             ragstack_dot_v1_dot_retrieve__pb2.GetChunkVisualRequest.SerializeToString,
             ragstack_dot_v1_dot_retrieve__pb2.GetChunkVisualResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Stats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ragstack.v1.RetrieveService/Stats',
+            ragstack_dot_v1_dot_retrieve__pb2.RetrieveServiceStatsRequest.SerializeToString,
+            ragstack_dot_v1_dot_retrieve__pb2.RetrieveServiceStatsResponse.FromString,
             options,
             channel_credentials,
             insecure,

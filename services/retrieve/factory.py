@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 
 from ragstack.reranking import CrossEncoder
@@ -15,6 +16,7 @@ from ragstack.stores.lexical_snapshots import SnapshotReader, open_store
 from ragstack.stores.originals import Originals
 from ragstack.stores.vectors import VectorStore
 from services.retrieve.databases import Databases
+from services.retrieve.freshness import Freshness
 from services.retrieve.graph_search import GraphSearch
 from services.retrieve.page_picture import ChunkPictures
 from services.retrieve.searcher import Searcher
@@ -26,6 +28,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
     check_layout(cfg.data_dir)
     embedder = res.embedder
     lancedb_at, options = cfg.storage.lancedb(cfg.data_dir), cfg.storage.options
+    staleness = cfg.retrieve.max_staleness_s
     vectors = VectorStore(
         lancedb_at,
         embedder.dimension,
@@ -33,20 +36,24 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         nprobes=cfg.retrieve.ann_nprobes,
         refine_factor=cfg.retrieve.ann_refine_factor,
         storage_options=options,
+        max_staleness_s=staleness,
     )
     snapshots = None
     if cfg.storage.lexical_snapshots:  # a replica: the index ingest published, cached locally
         snapshots = SnapshotReader(
             open_store(cfg.storage.lexical_snapshots, options),
             cfg.data_dir / "tantivy-replica",
-            cfg.storage.snapshot_poll_s,
+            min(cfg.storage.snapshot_poll_s, staleness),  # the bound wins over a slower poll
         )
+    lexical = LexicalStore(
+        cfg.data_dir / "tantivy" / "chunks", heading_boost=cfg.retrieve.heading_boost, snapshots=snapshots
+    )
+    graph = GraphStore(lancedb_at, embedder.dimension, storage_options=options, max_staleness_s=staleness)
+    freshness = Freshness([vectors.refresh, graph.refresh, lambda: {"lexical": lexical.refresh()}], staleness)
     searcher = Searcher(
         embedder=embedder,
         dense=vectors,
-        lexical=LexicalStore(
-            cfg.data_dir / "tantivy" / "chunks", heading_boost=cfg.retrieve.heading_boost, snapshots=snapshots
-        ),
+        lexical=lexical,
         default_top_k=cfg.retrieve.top_k,
         max_top_k=cfg.retrieve.max_top_k,
         candidates=cfg.retrieve.candidates,
@@ -73,7 +80,10 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
     registry = DatabaseRegistry(cfg.data_dir / "databases.sqlite", cfg.sql.databases, res.database_guard)
     databases = Databases(registry, cfg.sql, embedder)
 
+    freshness.start()
+
     async def close() -> None:
+        await asyncio.to_thread(freshness.close)  # waits for a check in flight
         registry.close()
         searcher.close()
 
@@ -85,6 +95,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
                 databases,
                 cfg.library,
                 ChunkPictures(searcher.chunk, Originals(vectors.connection())),
+                freshness,
             )
         ),
         aclose=close,

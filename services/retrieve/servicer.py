@@ -11,15 +11,22 @@ from ragstack import convert
 from ragstack.domain import SearchFilter, library_name
 from ragstack.v1 import retrieve_pb2, retrieve_pb2_grpc
 from services.retrieve.databases import Databases
+from services.retrieve.freshness import Freshness
 from services.retrieve.page_picture import ChunkPictures
 from services.retrieve.searcher import Query, Searcher
 
 
 class RetrieveServicer(retrieve_pb2_grpc.RetrieveServiceServicer):
     def __init__(
-        self, searcher: Searcher, databases: Databases, default_library: str, pictures: ChunkPictures
+        self,
+        searcher: Searcher,
+        databases: Databases,
+        default_library: str,
+        pictures: ChunkPictures,
+        freshness: Freshness,
     ) -> None:
         self._searcher = searcher
+        self._freshness = freshness
         self._databases = databases
         self._pictures = pictures
         self._default_library = default_library
@@ -98,6 +105,11 @@ class RetrieveServicer(retrieve_pb2_grpc.RetrieveServiceServicer):
         library = library_name(request.library, self._default_library)
         for page in convert.graph_to_pages(await self._searcher.graph(library)):
             yield page
+
+    async def Stats(
+        self, request: retrieve_pb2.RetrieveServiceStatsRequest, context: grpc.aio.ServicerContext
+    ) -> retrieve_pb2.RetrieveServiceStatsResponse:
+        return convert.retrieve_stats_to_pb(self._freshness.stats())
 
 
 def register(servicer: RetrieveServicer) -> Callable[[grpc.aio.Server], None]:

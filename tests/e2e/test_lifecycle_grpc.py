@@ -115,7 +115,10 @@ async def test_restore_and_vacuum_with_lancedb_on_object_storage_and_a_replica(
     with s3_storage() as storage:
         stacks = []
         for name, services in (("writer", ("ingest",)), ("replica", ("retrieve",))):
-            cfg = make_config(tmp_path / name, storage=storage, ingest={"graph": False})
+            # The replica looks for new versions every 0.2 s (retrieve.max_staleness_s).
+            cfg = make_config(
+                tmp_path / name, storage=storage, ingest={"graph": False}, retrieve={"max_staleness_s": 0.2}
+            )
             stacks.append(await start_with(cfg, resources, services=services, gateway=False))
         writer, replica = stacks
         ingest = IngestClient(open_channel(writer.peers["ingest"]), 300)

@@ -19,7 +19,7 @@ async def test_a_replica_reads_what_ingest_put_in_object_storage(
 ) -> None:
     with s3_storage() as storage:
         writer_cfg = make_config(tmp_path / "writer", storage=storage, ingest={"graph": False})
-        replica_cfg = make_config(tmp_path / "replica", storage=storage)
+        replica_cfg = make_config(tmp_path / "replica", storage=storage, retrieve={"max_staleness_s": 0.2})
         stacks = []
         for cfg, services in ((writer_cfg, ("ingest",)), (replica_cfg, ("retrieve",))):
             stacks.append(await start_with(cfg, resources, services=services, gateway=False))
@@ -33,6 +33,7 @@ async def test_a_replica_reads_what_ingest_put_in_object_storage(
                     paths=[str(SAMPLES / "bm25.md"), str(SAMPLES / "hybrid-search.md")]
                 )
             ]
+            await asyncio.sleep(0.3)  # one look for new versions (retrieve.max_staleness_s)
             for mode in (d.SearchMode.LEXICAL, d.SearchMode.DENSE, d.SearchMode.HYBRID):
                 hits, _ = await retrieve.search("reciprocal rank fusion", "default", 3, mode)
                 assert hits and hits[0].chunk.source.endswith("hybrid-search.md"), mode

@@ -51,6 +51,11 @@ CASES = [
         convert.store_stats_from_pb,
     ),
     (
+        d.RetrieveStats([d.StoreFreshness("chunks", 3, "2026-12-02T10:00:00+00:00", 1.5)], 10.0),
+        convert.retrieve_stats_to_pb,
+        convert.retrieve_stats_from_pb,
+    ),
+    (
         d.VacuumReport(7, 3, {"chunks": 2}, 4, 5, 6),
         convert.vacuum_to_pb,
         convert.vacuum_from_pb,
