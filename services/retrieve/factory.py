@@ -67,7 +67,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         rerank_factor=cfg.retrieve.rerank_factor,
         page_search=cfg.retrieve.page_search,
         graph=GraphSearch(
-            GraphStore(lancedb_at, embedder.dimension, storage_options=options),
+            graph,
             vectors,
             neighbours=cfg.retrieve.graph_neighbours,
             communities=cfg.retrieve.graph_communities,
