@@ -1,18 +1,15 @@
 """Which databases answer for which library: those in ragstack.yaml (`sql.databases`) and those
-attached at run time (`ragstack db attach`, AttachDatabase), kept in `<data_dir>/databases.sqlite`
-with the ACL groups that may query them. Ingest writes the attached ones; retrieve reads both.
-Every database is opened through `ragstack.guard.databases`, which decides what an attached URL may
-name."""
+attached at run time (`ragstack db attach`, AttachDatabase), kept in the shared state (ragstack/state)
+with the ACL groups that may query them. Ingest writes the attached ones; retrieve reads both. Every
+database is opened through `ragstack.guard.databases`, which decides what an attached URL may name."""
 
 from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from pathlib import Path
 
 from ragstack import domain as d
 from ragstack.config import DatabaseConfig
@@ -20,9 +17,27 @@ from ragstack.errors import InvalidArgument, NotFound, RagstackError
 from ragstack.guard.databases import ATTACHED, CONFIG, DatabaseGuard
 from ragstack.redact import redact_text, redact_url
 from ragstack.sql import Source
-from ragstack.stores.sqlite import ensure_column, open_sqlite
+from ragstack.state import Migration, StateDB
+from ragstack.state.migrations import ensure_column
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}\Z")
+
+STORE = "databases"
+
+
+def _first(db: StateDB) -> None:
+    """The table; a SQLite file from before database ACLs gets `acl_groups` (its databases are
+    open to everyone who may use their library)."""
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS databases (library TEXT NOT NULL, name TEXT NOT NULL,"
+        " url TEXT NOT NULL, attached_at TEXT NOT NULL, acl_groups TEXT NOT NULL DEFAULT '[]',"
+        " PRIMARY KEY (library, name))"
+    )
+    if db.dialect == "sqlite":
+        ensure_column(db, "databases", "acl_groups", "TEXT NOT NULL DEFAULT '[]'")
+
+
+MIGRATIONS = (Migration(1, "databases attached at run time", _first),)
 
 # Whether a caller may see something with these ACL groups (`Principal.sees`).
 Visible = Callable[[Sequence[str]], bool]
@@ -39,18 +54,11 @@ class Entry:
 
 class DatabaseRegistry:
     def __init__(
-        self, path: Path, configured: Sequence[DatabaseConfig] = (), guard: DatabaseGuard | None = None
+        self, db: StateDB, configured: Sequence[DatabaseConfig] = (), guard: DatabaseGuard | None = None
     ) -> None:
         self._configured = list(configured)
         self._guard = guard or DatabaseGuard()
-        self._lock = threading.Lock()
-        self._db = open_sqlite(
-            path,
-            "CREATE TABLE IF NOT EXISTS databases (library TEXT NOT NULL, name TEXT NOT NULL,"
-            " url TEXT NOT NULL, attached_at TEXT NOT NULL, acl_groups TEXT NOT NULL DEFAULT '[]',"
-            " PRIMARY KEY (library, name))",
-        )
-        ensure_column(self._db, "databases", "acl_groups", "TEXT NOT NULL DEFAULT '[]'")
+        self._db = db
 
     def open(self, entry: Entry) -> Source:
         """The database an entry names, through the guard (an attached URL is checked again)."""
@@ -74,10 +82,9 @@ class DatabaseRegistry:
         those whose ACL groups it accepts."""
         out = [Entry(c.name, library, c.url, CONFIG) for c in self._configured if c.library == library]
         taken = {e.name for e in out}
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT name, url, acl_groups FROM databases WHERE library = ? ORDER BY name", (library,)
-            ).fetchall()
+        rows = self._db.all(
+            "SELECT name, url, acl_groups FROM databases WHERE library = ? ORDER BY name", (library,)
+        )
         out.extend(
             Entry(name, library, url, ATTACHED, tuple(json.loads(groups or "[]")))
             for name, url, groups in rows
@@ -125,19 +132,16 @@ class DatabaseRegistry:
             tuple(source.schema()),
             groups=entry.groups,
         )
-        with self._lock:
-            self._db.execute(
-                "INSERT OR REPLACE INTO databases (library, name, url, attached_at, acl_groups)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (library, name, entry.url, datetime.now(UTC).isoformat(), json.dumps(entry.groups)),
-            )
+        self._db.execute(
+            "INSERT INTO databases (library, name, url, attached_at, acl_groups) VALUES (?, ?, ?, ?, ?)"
+            " ON CONFLICT (library, name) DO UPDATE SET url = excluded.url,"
+            " attached_at = excluded.attached_at, acl_groups = excluded.acl_groups",
+            (library, name, entry.url, datetime.now(UTC).isoformat(), json.dumps(entry.groups)),
+        )
         return found
 
     def detach(self, library: str, name: str) -> None:
-        with self._lock:
-            gone = self._db.execute(
-                "DELETE FROM databases WHERE library = ? AND name = ?", (library, name)
-            ).rowcount
+        gone = self._db.execute("DELETE FROM databases WHERE library = ? AND name = ?", (library, name))
         if not gone:
             configured = any(c.name == name and c.library == library for c in self._configured)
             where = "configured in ragstack.yaml: remove it there" if configured else "not attached"
@@ -145,8 +149,7 @@ class DatabaseRegistry:
 
     def attached_counts(self) -> dict[str, int]:
         """library -> databases attached at run time."""
-        with self._lock:
-            rows = self._db.execute("SELECT library, count(*) FROM databases GROUP BY library").fetchall()
+        rows = self._db.all("SELECT library, count(*) FROM databases GROUP BY library")
         return {r[0]: int(r[1]) for r in rows}
 
     def close(self) -> None:

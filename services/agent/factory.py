@@ -7,12 +7,18 @@ from collections.abc import Mapping
 from ragstack.resources import Resources
 from ragstack.rpc.clients import RetrieveClient, VerifyClient, open_channel
 from ragstack.service import ServiceSpec
+from ragstack.state import open_state
 from ragstack.traces import TraceStore
+from services.agent import feedback as feedback_store
+from services.agent import sessions as session_store
 from services.agent.ask import Agent
 from services.agent.feedback import FeedbackStore
 from services.agent.instructions import InstructionDetector
 from services.agent.servicer import AgentServicer, register
 from services.agent.sessions import SessionStore
+
+# The stores of shared state this service opens (`ragstack migrate` brings them all up to date).
+STATE = (feedback_store, session_store)
 
 
 def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
@@ -20,7 +26,12 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
     mb = cfg.services.max_message_mb
     retrieve_channel = open_channel(peers["retrieve"], mb, cfg.services.token)
     verify_channel = open_channel(peers["verify"], mb, cfg.services.token)
-    sessions = SessionStore(cfg.data_dir / "sessions.sqlite")
+    sessions = SessionStore(
+        open_state(cfg.state, cfg.data_dir, session_store.STORE, session_store.MIGRATIONS)
+    )
+    feedback = FeedbackStore(
+        open_state(cfg.state, cfg.data_dir, feedback_store.STORE, feedback_store.MIGRATIONS)
+    )
     agent = Agent(
         retriever=RetrieveClient(retrieve_channel, cfg.deadlines.retrieve_s),
         verifier=VerifyClient(verify_channel, cfg.deadlines.verify_s),
@@ -31,12 +42,13 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         sessions=sessions,
         sql_answer_rows=cfg.sql.answer_rows,
         directed=InstructionDetector(res.parser).directed,
-        feedback=FeedbackStore(cfg.data_dir / "feedback.sqlite"),
+        feedback=feedback,
     )
 
     async def close() -> None:
         await retrieve_channel.close()
         await verify_channel.close()
         sessions.close()
+        feedback.close()
 
     return ServiceSpec(name="agent", register=register(AgentServicer(agent, cfg.library)), aclose=close)

@@ -1,20 +1,18 @@
 """Feedback on answers: one verdict per answer and person (the last one given), kept with the
-answer's trace id, its question and library, in `<data_dir>/feedback.sqlite`."""
+answer's trace id, its question and library, in the shared state (ragstack/state)."""
 
 from __future__ import annotations
 
-import threading
-from pathlib import Path
-
 from ragstack.domain import Feedback
 from ragstack.errors import InvalidArgument
-from ragstack.stores.sqlite import open_sqlite
+from ragstack.state import Migration, StateDB
 
 RATINGS = ("up", "down")
 MAX_COMMENT = 2_000
 MAX_LIST = 1_000
 
-_SCHEMA = """
+STORE = "feedback"
+_TABLES = """
 CREATE TABLE IF NOT EXISTS feedback (
   trace_id TEXT NOT NULL, principal TEXT NOT NULL, rating TEXT NOT NULL, comment TEXT NOT NULL,
   question TEXT NOT NULL, library TEXT NOT NULL, created_at TEXT NOT NULL,
@@ -23,6 +21,7 @@ CREATE TABLE IF NOT EXISTS feedback (
 CREATE INDEX IF NOT EXISTS feedback_created ON feedback (created_at);
 """
 _COLUMNS = "trace_id, rating, comment, principal, question, library, created_at"
+MIGRATIONS = (Migration(1, "verdicts on answers", _TABLES),)  # idempotent: adopts a file from before versions
 
 
 def _check(rating: str, comment: str) -> None:
@@ -33,34 +32,37 @@ def _check(rating: str, comment: str) -> None:
 
 
 class FeedbackStore:
-    def __init__(self, path: Path) -> None:
-        self._db = open_sqlite(path, _SCHEMA)
-        self._lock = threading.Lock()
+    def __init__(self, db: StateDB) -> None:
+        self._db = db
 
     def put(self, feedback: Feedback) -> Feedback:
         """Stores `feedback`, replacing what the same person said of the same answer."""
         _check(feedback.rating, feedback.comment)
-        with self._lock:
-            self._db.execute(
-                f"INSERT OR REPLACE INTO feedback ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    feedback.trace_id,
-                    feedback.rating,
-                    feedback.comment,
-                    feedback.principal,
-                    feedback.question,
-                    feedback.library,
-                    feedback.created_at,
-                ),
-            )
+        self._db.execute(
+            f"INSERT INTO feedback ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (trace_id, principal) DO UPDATE SET rating = excluded.rating,"
+            " comment = excluded.comment, question = excluded.question, library = excluded.library,"
+            " created_at = excluded.created_at",
+            (
+                feedback.trace_id,
+                feedback.rating,
+                feedback.comment,
+                feedback.principal,
+                feedback.question,
+                feedback.library,
+                feedback.created_at,
+            ),
+        )
         return feedback
 
     def list(self, limit: int, library: str = "") -> list[Feedback]:
         """Newest first; only `library`'s when one is named."""
         where, args = ("WHERE library = ?", [library]) if library else ("", [])
-        with self._lock:
-            rows = self._db.execute(
-                f"SELECT {_COLUMNS} FROM feedback {where} ORDER BY created_at DESC, trace_id LIMIT ?",
-                (*args, max(1, min(limit, MAX_LIST))),
-            ).fetchall()
+        rows = self._db.all(
+            f"SELECT {_COLUMNS} FROM feedback {where} ORDER BY created_at DESC, trace_id LIMIT ?",
+            (*args, max(1, min(limit, MAX_LIST))),
+        )
         return [Feedback(*row) for row in rows]
+
+    def close(self) -> None:
+        self._db.close()

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import threading
 from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import Protocol
 
 from ragstack.domain import Chunk
-from ragstack.stores.sqlite import open_sqlite
+from ragstack.state import Migration, StateDB
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +25,15 @@ SYSTEM = (
 MAX_SENTENCE_CHARS = 300
 EXCERPT_CHARS = 3000
 
+STORE = "enrich"  # the sentence cache, by chunk text, document title and model
+MIGRATIONS = (
+    Migration(
+        1,
+        "the sentence cache",
+        "CREATE TABLE IF NOT EXISTS sentences (key TEXT PRIMARY KEY, sentence TEXT NOT NULL)",
+    ),
+)
+
 
 class ChatLLM(Protocol):
     @property
@@ -36,12 +43,9 @@ class ChatLLM(Protocol):
 
 
 class Enricher:
-    def __init__(self, llm: ChatLLM | None, cache: Path) -> None:
+    def __init__(self, llm: ChatLLM | None, db: StateDB) -> None:
         self._llm = llm
-        self._lock = threading.Lock()
-        self._db = open_sqlite(
-            cache, "CREATE TABLE IF NOT EXISTS sentences (key TEXT PRIMARY KEY, sentence TEXT NOT NULL)"
-        )
+        self._db = db
         self.asked = 0  # LLM calls made (the rest came from the cache)
 
     def available(self) -> bool:
@@ -53,12 +57,14 @@ class Enricher:
         out = []
         for chunk in chunks:
             key = hashlib.sha256(f"{self._llm.name}\x00{chunk.title}\x00{chunk.text}".encode()).hexdigest()
-            with self._lock:
-                row = self._db.execute("SELECT sentence FROM sentences WHERE key = ?", (key,)).fetchone()
+            row = self._db.one("SELECT sentence FROM sentences WHERE key = ?", (key,))
             sentence = row[0] if row else self._ask(chunk, excerpts.get(chunk.document_id, ""))
             if sentence and not row:
-                with self._lock:
-                    self._db.execute("INSERT OR REPLACE INTO sentences VALUES (?, ?)", (key, sentence))
+                self._db.execute(
+                    "INSERT INTO sentences (key, sentence) VALUES (?, ?)"
+                    " ON CONFLICT (key) DO UPDATE SET sentence = excluded.sentence",
+                    (key, sentence),
+                )
             out.append(replace(chunk, text=f"{sentence}\n\n{chunk.text}") if sentence else chunk)
         return out
 

@@ -12,6 +12,7 @@ from ragstack.service import ServiceSpec
 from ragstack.state import open_state
 from ragstack.state.locks import SharedLock
 from ragstack.stores import catalog as catalog_store
+from ragstack.stores import databases as database_store
 from ragstack.stores.catalog import Catalog
 from ragstack.stores.databases import DatabaseRegistry
 from ragstack.stores.graph import GraphStore
@@ -21,6 +22,7 @@ from ragstack.stores.lexical_snapshots import SnapshotPublisher, open_store
 from ragstack.stores.originals import Originals
 from ragstack.stores.snapshots import StoreLifecycle
 from ragstack.stores.vectors import VectorStore
+from services.ingest import enrich as enrich_store
 from services.ingest.budgets import Budgets
 from services.ingest.crawler import CrawlLimits
 from services.ingest.enrich import Enricher
@@ -32,10 +34,11 @@ from services.ingest.parse_worker import ParsePool
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.remote_convert import DoclingServe
 from services.ingest.servicer import IngestServicer, register
+from services.ingest.syncing import state as source_state
 from services.ingest.syncing.registry import build_sources
 
 # The stores of shared state this service opens (`ragstack migrate` brings them all up to date).
-STATE = (catalog_store,)
+STATE = (catalog_store, database_store, enrich_store, source_state)
 
 
 def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
@@ -74,7 +77,10 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
             resolution=cfg.ingest.graph_resolution,
             llm=llm,
         )
-    enricher = Enricher(res.llm if cfg.llm.enabled else None, cfg.data_dir / "enrich.sqlite")
+    enricher = Enricher(
+        res.llm if cfg.llm.enabled else None,
+        open_state(cfg.state, cfg.data_dir, enrich_store.STORE, enrich_store.MIGRATIONS),
+    )
     budgets = Budgets.from_config(cfg.ingest)
     parser = ParsePool(budgets, cfg.ingest.parse_workers)
     converter = DoclingServe.from_config(cfg.ingest)  # None: Docling converts here
@@ -100,7 +106,11 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
 
     lifecycle = StoreLifecycle(cfg.data_dir, catalog, vectors, lexical, graph_store)
     lifecycle.resume()  # a restore a crash interrupted is finished before anything else runs
-    databases = DatabaseRegistry(cfg.data_dir / "databases.sqlite", cfg.sql.databases, res.database_guard)
+    databases = DatabaseRegistry(
+        open_state(cfg.state, cfg.data_dir, database_store.STORE, database_store.MIGRATIONS),
+        cfg.sql.databases,
+        res.database_guard,
+    )
     roots = cfg.ingest.allowed_roots
     paths = PathGuard(default_roots(cfg.data_dir) if roots is None else roots)
 

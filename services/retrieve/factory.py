@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from ragstack.reranking import CrossEncoder
 from ragstack.resources import Resources
 from ragstack.service import ServiceSpec
+from ragstack.state import open_state
+from ragstack.stores import databases as database_store
 from ragstack.stores.databases import DatabaseRegistry
 from ragstack.stores.graph import GraphStore
 from ragstack.stores.layout import check_layout
@@ -21,6 +23,9 @@ from services.retrieve.graph_search import GraphSearch
 from services.retrieve.page_picture import ChunkPictures
 from services.retrieve.searcher import Searcher
 from services.retrieve.servicer import RetrieveServicer, register
+
+# The stores of shared state this service opens (`ragstack migrate` brings them all up to date).
+STATE = (database_store,)
 
 
 def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
@@ -77,7 +82,11 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         max_batch=cfg.models.batch_size,
         batch_window_s=cfg.retrieve.batch_window_ms / 1000,
     )
-    registry = DatabaseRegistry(cfg.data_dir / "databases.sqlite", cfg.sql.databases, res.database_guard)
+    registry = DatabaseRegistry(
+        open_state(cfg.state, cfg.data_dir, database_store.STORE, database_store.MIGRATIONS),
+        cfg.sql.databases,
+        res.database_guard,
+    )
     databases = Databases(registry, cfg.sql, embedder)
 
     freshness.start()

@@ -9,9 +9,11 @@ from dataclasses import dataclass
 from ragstack.config import Config, SourceConfig
 from ragstack.domain import acl_groups
 from ragstack.guard.paths import PathGuard
+from ragstack.state import open_state
 from services.ingest.crawler import CrawlLimits
 from services.ingest.jobs import JobStore
 from services.ingest.pipeline import IngestPipeline
+from services.ingest.syncing import state as source_state
 from services.ingest.syncing.backends import Backend
 from services.ingest.syncing.poller import SourcePoller
 from services.ingest.syncing.remote import open_backend
@@ -38,7 +40,7 @@ class Sources:
 def build_sources(
     cfg: Config, pipeline: IngestPipeline, jobs: JobStore, paths: PathGuard, wake_worker: Callable[[], None]
 ) -> Sources:
-    """The ingest service's sources: `<data_dir>/sources.sqlite`, the config's `sources:` declared."""
+    """The ingest service's sources: their store in the shared state, the config's `sources:` declared."""
     ingest = cfg.ingest
     retries = Retries(
         attempts=ingest.source_retries,
@@ -47,7 +49,9 @@ def build_sources(
         breaker_failures=ingest.source_breaker_failures,
         breaker_cooldown_s=ingest.source_breaker_cooldown_s,
     )
-    store = SourceStore(cfg.data_dir / "sources.sqlite", retries)
+    store = SourceStore(
+        open_state(cfg.state, cfg.data_dir, source_state.STORE, source_state.MIGRATIONS), retries
+    )
     store.declare(cfg.sources)
     limits = CrawlLimits.from_config(ingest)
 

@@ -1,18 +1,25 @@
-"""The feedback store on a real SQLite file: one verdict per answer and person, newest first."""
+"""The feedback store on both state backends (SQLite and PostgreSQL): one verdict per answer and
+person, newest first."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
 
+from ragstack.config import StateConfig
 from ragstack.domain import Feedback
 from ragstack.errors import InvalidArgument
+from services.agent import feedback
 from services.agent.feedback import FeedbackStore
+from tests.tools import state as state_tools
 
 
-def test_the_last_verdict_counts_and_listing_is_newest_first(tmp_path: Path) -> None:
-    store = FeedbackStore(tmp_path / "feedback.sqlite")
+def test_the_last_verdict_counts_and_listing_is_newest_first(
+    state_config: StateConfig, tmp_path: Path
+) -> None:
+    store = FeedbackStore(state_tools.store(state_config, tmp_path, feedback))
     store.put(Feedback("a" * 32, "down", "stale", "ana", "Q1", "team", "2026-12-01T10:00:00"))
     store.put(Feedback("b" * 32, "up", "", "ana", "Q2", "other", "2026-12-01T11:00:00"))
     store.put(Feedback("a" * 32, "up", "fine now", "ana", "Q1", "team", "2026-12-01T12:00:00"))
@@ -25,8 +32,27 @@ def test_the_last_verdict_counts_and_listing_is_newest_first(tmp_path: Path) -> 
     ]
     assert [f.question for f in store.list(10, "other")] == ["Q2"]
     assert len(store.list(1)) == 1
-    # The file survives a restart.
-    assert FeedbackStore(tmp_path / "feedback.sqlite").list(10) == listed
+    store.close()
+    # The verdicts survive a restart.
+    again = FeedbackStore(state_tools.store(state_config, tmp_path, feedback))
+    assert again.list(10) == listed
+    again.close()
+
+
+def test_a_file_from_before_versions_is_adopted_with_its_rows(tmp_path: Path) -> None:
+    with sqlite3.connect(tmp_path / "feedback.sqlite") as old:
+        old.executescript(
+            "CREATE TABLE feedback (trace_id TEXT NOT NULL, principal TEXT NOT NULL, rating TEXT NOT NULL,"
+            " comment TEXT NOT NULL, question TEXT NOT NULL, library TEXT NOT NULL, created_at TEXT NOT NULL,"
+            " PRIMARY KEY (trace_id, principal));"
+            "INSERT INTO feedback VALUES ('aaaa', 'ana', 'down', 'old', 'Q', 'team', '2026-11-01');"
+        )
+    old.close()
+    store = FeedbackStore(state_tools.store(StateConfig(), tmp_path, feedback))
+    assert store.list(10) == [Feedback("aaaa", "down", "old", "ana", "Q", "team", "2026-11-01")]
+    store.put(Feedback("aaaa", "up", "", "ana", "Q", "team", "2026-11-02"))
+    assert [f.rating for f in store.list(10)] == ["up"]
+    store.close()
 
 
 @pytest.mark.parametrize(
@@ -40,8 +66,10 @@ def test_the_last_verdict_counts_and_listing_is_newest_first(tmp_path: Path) -> 
 def test_a_bad_verdict_is_refused_with_the_rule(
     tmp_path: Path, rating: str, comment: str, message: str
 ) -> None:
+    store = FeedbackStore(state_tools.store(StateConfig(), tmp_path, feedback))
     with pytest.raises(InvalidArgument, match=message):
-        FeedbackStore(tmp_path / "f.sqlite").put(Feedback("a" * 32, rating, comment))
+        store.put(Feedback("a" * 32, rating, comment))
+    store.close()
 
 
 def test_the_cli_lists_feedback_through_the_agent_service(tmp_path: Path) -> None:
@@ -54,7 +82,7 @@ def test_the_cli_lists_feedback_through_the_agent_service(tmp_path: Path) -> Non
     from tests.conftest import make_config
 
     make_config(tmp_path / "data")
-    store = FeedbackStore(tmp_path / "data" / "feedback.sqlite")
+    store = FeedbackStore(state_tools.store(StateConfig(), tmp_path / "data", feedback))
     store.put(
         Feedback(
             "c" * 32,

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from ragstack import domain as d
-from ragstack.config import GenerationConfig, LLMConfig
+from ragstack.config import GenerationConfig, LLMConfig, StateConfig
 from ragstack.llm import LLM
 from ragstack.traces import TraceStore
+from services.agent import sessions as session_store
 from services.agent.ask import Agent
 from services.agent.llm_steps import GRADE_SYSTEM, REWRITE_SYSTEM
 from services.agent.sessions import SessionStore
@@ -20,6 +21,7 @@ from services.verify.checker import OfflineChecker, Verifier
 from tests.conftest import instruction_detector
 from tests.services.agent.test_ask import LocalVerifier, ScriptedLLM
 from tests.services.agent.test_loop import PAGES, ScriptedRetriever, hit
+from tests.tools import state as state_tools
 from tests.tools.ollama_server import OllamaServer
 
 QUESTION = "Which scenes is Tomas Brek known for?"
@@ -89,7 +91,7 @@ async def test_the_llm_rewrites_a_follow_up_and_a_rewrite_that_answers_is_refuse
 ) -> None:  # type: ignore[no-untyped-def]
     def asked_about_brek(at: str) -> SessionStore:
         """The session's latest turn is the question about Tomas Brek."""
-        store = SessionStore(tmp_path / "sessions.sqlite")
+        store = SessionStore(state_tools.store(StateConfig(), tmp_path, session_store))
         store.add(
             "s1", "Who was Tomas Brek?", "Who was Tomas Brek?", "A Czech cinematographer [1].", False, at
         )

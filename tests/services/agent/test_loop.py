@@ -7,12 +7,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ragstack import domain as d
-from ragstack.config import GenerationConfig
+from ragstack.config import GenerationConfig, StateConfig
 from ragstack.traces import TraceStore
 from services.agent.ask import Agent
 from services.verify.checker import OfflineChecker, Verifier
 from tests.conftest import instruction_detector
 from tests.services.agent.test_ask import LocalVerifier, ScriptedLLM
+from tests.tools import state as state_tools
 
 
 def hit(doc: str, text: str) -> d.SearchHit:
@@ -125,12 +126,13 @@ async def test_the_budget_bounds_the_retries_and_an_explicit_mode_is_kept(tmp_pa
 async def test_a_similar_question_recalls_the_documents_that_answered_before(
     tmp_path: Path, embedder
 ) -> None:  # type: ignore[no-untyped-def]
+    from services.agent import sessions as session_store
     from services.agent.sessions import SessionStore
 
     def answer(query: str, mode: d.SearchMode) -> list[d.SearchHit]:
         return [PAGES["brek"], PAGES["noise"]]
 
-    store = SessionStore(tmp_path / "sessions.sqlite")
+    store = SessionStore(state_tools.store(StateConfig(), tmp_path, session_store))
     first = ScriptedRetriever(embedder, answer)
     done = (
         await ask(agent_with(tmp_path, embedder, first, sessions=store), "What was Tomas Brek known for?")
@@ -151,9 +153,10 @@ async def test_a_similar_question_recalls_the_documents_that_answered_before(
 
 
 async def test_skip_memory_neither_recalls_nor_remembers(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+    from services.agent import sessions as session_store
     from services.agent.sessions import SessionStore
 
-    store = SessionStore(tmp_path / "sessions.sqlite")
+    store = SessionStore(state_tools.store(StateConfig(), tmp_path, session_store))
     retriever = ScriptedRetriever(embedder, lambda q, m: [PAGES["brek"], PAGES["noise"]])
     agent = agent_with(tmp_path, embedder, retriever, sessions=store)
     question = "What was Tomas Brek known for?"

@@ -1,13 +1,18 @@
-"""Sessions: the follow-up rewrite without an LLM, and the turn store on real SQLite."""
+"""Sessions: the follow-up rewrite without an LLM, and the turn store on both state backends (SQLite
+and PostgreSQL)."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
 
+from ragstack.config import StateConfig
 from ragstack.errors import InvalidArgument
+from services.agent import sessions
 from services.agent.sessions import SessionStore, Turn, check_session_id, standalone, topic
+from tests.tools import state as state_tools
 
 BM25 = [Turn("How does BM25 rank documents?", "How does BM25 rank documents?", "...")]
 CURIE = [Turn("When was Marie Curie born?", "When was Marie Curie born?", "1867")]
@@ -35,8 +40,8 @@ def test_the_topic_prefers_a_name_to_a_code() -> None:
     assert topic("what is k1?") == "k1"
 
 
-def test_store_keeps_turns_in_order_and_lists_sessions(tmp_path: Path) -> None:
-    store = SessionStore(tmp_path / "sessions.sqlite")
+def test_store_keeps_turns_in_order_and_lists_sessions(state_config: StateConfig, tmp_path: Path) -> None:
+    store = SessionStore(state_tools.store(state_config, tmp_path, sessions))
     store.add("a", "q1", "q1", "a1", False, "2026-11-30T10:00:00")
     store.add("b", "q2", "q2", "a2", True, "2026-11-30T11:00:00")
     store.add("a", "q3", "q3 standalone", "a3", False, "2026-11-30T12:00:00")
@@ -46,25 +51,49 @@ def test_store_keeps_turns_in_order_and_lists_sessions(tmp_path: Path) -> None:
         ("a", 2, "q3"),
         ("b", 1, "q2"),
     ]
+    store.add("ann:x", "q4", "q4", "a4", False, "2026-11-30T13:00:00", cited=["c1"], drafted=["c1", "c2"])
+    assert store.recent("ann:x") == [Turn("q4", "q4", "a4", ("c1",), ("c1", "c2"))]
+    # A principal sees its own sessions by their bare ids; the local admin those without an owner.
+    assert [(s.session_id, s.turns) for s in store.list(owner="ann")] == [("x", 1)]
+    assert [s.session_id for s in store.list(owner="local")] == ["a", "b"]
+    assert [s.session_id for s in store.list(1)] == ["ann:x"]
     store.close()
     with pytest.raises(InvalidArgument):
         check_session_id("no spaces allowed")
 
 
-def test_recall_memory_is_each_principals_own(tmp_path: Path) -> None:
-    import sqlite3
-
-    path = tmp_path / "sessions.sqlite"
-    with sqlite3.connect(path) as old:  # a store from before principals: its memories were the local admin's
-        old.execute(
-            "CREATE TABLE memory (library TEXT NOT NULL, question TEXT NOT NULL, answer TEXT NOT NULL,"
-            " documents TEXT NOT NULL, at TEXT NOT NULL)"
-        )
-        old.execute("INSERT INTO memory VALUES ('lib', 'old q', 'old a', '[\"d0\"]', '2026-11-01')")
-    store = SessionStore(path)
+def test_recall_memory_is_each_principals_own(state_config: StateConfig, tmp_path: Path) -> None:
+    store = SessionStore(state_tools.store(state_config, tmp_path, sessions))
     store.remember("lib", "What is the salary band of grade 7?", "...", ["hr-doc"], "2026-11-30", "ann")
     store.remember("lib", "How are okapis fed?", "...", ["zoo"], "2026-11-30", "bob")
+    store.remember("lib", "first", "...", ["d1"], "2026-11-29")
+    store.remember("lib", "second", "...", ["d2"], "2026-11-29")
     assert [m.question for m in store.memories("lib", "ann")] == ["What is the salary band of grade 7?"]
     assert [m.documents for m in store.memories("lib", "bob")] == [("zoo",)]
-    assert [m.question for m in store.memories("lib")] == ["old q"]  # the local admin's
+    assert [m.question for m in store.memories("lib")] == ["second", "first"]  # ties: the latest first
+    assert [m.question for m in store.memories("lib", limit=1)] == ["second"]
     assert store.memories("other", "ann") == []
+    store.close()
+
+
+def test_a_file_from_before_versions_is_adopted_with_its_rows(tmp_path: Path) -> None:
+    """A sessions.sqlite made before principals and turn evidence: its memories were the local
+    admin's, its turns carry no evidence, and both stay."""
+    with sqlite3.connect(tmp_path / "sessions.sqlite") as old:
+        old.executescript(
+            "CREATE TABLE turns (session_id TEXT NOT NULL, n INTEGER NOT NULL, question TEXT NOT NULL,"
+            " standalone TEXT NOT NULL, answer TEXT NOT NULL, abstained INTEGER NOT NULL, at TEXT NOT NULL,"
+            " PRIMARY KEY (session_id, n));"
+            "CREATE TABLE memory (library TEXT NOT NULL, question TEXT NOT NULL, answer TEXT NOT NULL,"
+            " documents TEXT NOT NULL, at TEXT NOT NULL);"
+            "INSERT INTO turns VALUES ('s', 1, 'old turn', 'old turn', 'old answer', 0, '2026-11-01');"
+            "INSERT INTO memory VALUES ('lib', 'old q', 'old a', '[\"d0\"]', '2026-11-01');"
+        )
+    old.close()
+    store = SessionStore(state_tools.store(StateConfig(), tmp_path, sessions))
+    assert store.recent("s") == [Turn("old turn", "old turn", "old answer")]
+    assert [(m.question, m.documents) for m in store.memories("lib")] == [("old q", ("d0",))]
+    assert store.memories("lib", "ann") == []
+    store.add("s", "new", "new", "a", False, "2026-11-02", cited=["c"])
+    assert [t.question for t in store.recent("s")] == ["old turn", "new"]
+    store.close()

@@ -1,19 +1,22 @@
 """Contextual enrichment through the real `ollama` client against a scripted Ollama-protocol server:
 each new chunk gets the LLM's sentence first, in both stores; a re-ingest asks only for changed
-chunks (the cache); without a reachable LLM the chunks are indexed as they are and the run says so."""
+chunks (the cache, on both state backends); without a reachable LLM the chunks are indexed as they
+are and the run says so."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 from ragstack.config import LLMConfig, StateConfig
-from ragstack.domain import IngestSummary
+from ragstack.domain import Chunk, IngestSummary
 from ragstack.llm import LLM
 from ragstack.stores import catalog as catalog_store
 from ragstack.stores.catalog import Catalog
 from ragstack.stores.lexical import LexicalStore
 from ragstack.stores.vectors import VectorStore
+from services.ingest import enrich
 from services.ingest.enrich import Enricher
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.sources import upload_items
@@ -35,7 +38,7 @@ def pipeline(tmp_path: Path, embedder: Any, llm: LLM | None) -> IngestPipeline:
         chunk_tokens=12,
         overlap_sentences=0,
         max_file_bytes=200_000,
-        enricher=Enricher(llm, tmp_path / "enrich.sqlite"),
+        enricher=Enricher(llm, state_tools.store(StateConfig(), tmp_path, enrich)),
     )
 
 
@@ -81,3 +84,36 @@ def test_without_an_llm_the_chunks_stay_and_the_run_says_so(tmp_path: Path, embe
     ]
     hits = LexicalStore(tmp_path / "tantivy").search("rainforests Congo", "default", 5)
     assert hits[0][0].text.startswith("It lives")
+
+
+def test_the_sentence_cache_answers_a_chunk_asked_about_before(
+    state_config: StateConfig, tmp_path: Path
+) -> None:
+    chunk = Chunk("c1", "d1", "default", "It eats leaves and fruit.", ("Diet",), title="Okapi")
+    with OllamaServer("test", lambda request: "The okapi's diet.").serve() as server:
+        llm = LLM(LLMConfig(host=server.url, model="test", timeout_s=10))
+        first = Enricher(llm, state_tools.store(state_config, tmp_path, enrich))
+        assert first.enrich([chunk], {})[0].text == "The okapi's diet.\n\nIt eats leaves and fruit."
+        first.close()
+        again = Enricher(llm, state_tools.store(state_config, tmp_path, enrich))  # a later run
+        assert again.enrich([chunk], {})[0].text.startswith("The okapi's diet.")
+        assert again.asked == 0 and len(server.requests) == 1
+        again.close()
+
+
+def test_a_cache_from_before_versions_is_adopted_with_its_sentences(tmp_path: Path) -> None:
+    with OllamaServer("test", lambda request: "asked").serve() as server:
+        llm = LLM(LLMConfig(host=server.url, model="test", timeout_s=10))
+        chunk = Chunk("c1", "d1", "default", "It eats leaves.", title="Okapi")
+        probe = Enricher(llm, state_tools.store(StateConfig(), tmp_path / "probe", enrich))
+        probe.enrich([chunk], {})
+        ((key, _),) = probe._db.all("SELECT key, sentence FROM sentences")  # the key the chunk has
+        probe.close()
+        with sqlite3.connect(tmp_path / "enrich.sqlite") as old:
+            old.execute("CREATE TABLE sentences (key TEXT PRIMARY KEY, sentence TEXT NOT NULL)")
+            old.execute("INSERT INTO sentences VALUES (?, 'Cached before.')", (key,))
+        old.close()
+        cached = Enricher(llm, state_tools.store(StateConfig(), tmp_path, enrich))
+        assert cached.enrich([chunk], {})[0].text == "Cached before.\n\nIt eats leaves."
+        assert cached.asked == 0
+        cached.close()

@@ -4,6 +4,8 @@ SQLite in a temp dir, the real embedder), its polls, jobs, retries, dead letters
 from __future__ import annotations
 
 import os
+import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from ragstack.stores.vectors import VectorStore
 from ragstack.v1 import ingest_pb2
 from services.ingest.jobs import JobStore
 from services.ingest.pipeline import IngestPipeline
+from services.ingest.syncing import state as source_state
 from services.ingest.syncing.backends import Backend, FolderBackend
 from services.ingest.syncing.poller import SourcePoller
 from services.ingest.syncing.state import CLOSED, HALF_OPEN, OPEN, Retries, SourceStore
@@ -57,7 +60,7 @@ class Reads:
 
 
 class World:
-    def __init__(self, tmp: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, tmp: Path, embedder, state: StateConfig) -> None:  # type: ignore[no-untyped-def]
         self.folder = tmp / "inbox"
         self.folder.mkdir()
         self.clock = Clock()
@@ -72,7 +75,7 @@ class World:
             max_file_bytes=20_000,
         )
         self.store = SourceStore(
-            tmp / "sources.sqlite",
+            state_tools.store(state, tmp, source_state),
             Retries(attempts=3, backoff_s=10, breaker_failures=3, breaker_cooldown_s=60),
             now=self.clock,
         )
@@ -117,8 +120,10 @@ class World:
 
 
 @pytest.fixture
-def world(tmp_path: Path, embedder) -> World:  # type: ignore[no-untyped-def]
-    return World(tmp_path, embedder)
+def world(tmp_path: Path, embedder, state_config: StateConfig) -> Iterator[World]:  # type: ignore[no-untyped-def]
+    w = World(tmp_path, embedder, state_config)
+    yield w
+    w.store.close()
 
 
 def test_an_added_a_changed_and_a_deleted_file_are_picked_up_by_one_poll(world: World) -> None:
@@ -269,3 +274,68 @@ def test_config_sources_are_declared_and_cannot_be_changed_through_the_api(world
         world.store.remove("cfg")
     world.store.declare([])
     assert [s.spec.name for s in world.store.list()] == []
+
+
+def test_the_store_keeps_failures_members_and_schedules(state_config: StateConfig, tmp_path: Path) -> None:
+    """The source store on its own: retries pull the next poll forward, members are a set, a pause
+    holds the schedule and a resume makes the source due."""
+    clock = Clock()
+    store = SourceStore(
+        state_tools.store(state_config, tmp_path, source_state), Retries(attempts=2), now=clock
+    )
+    store.add(SourceConfig(name="s", kind="folder", url=str(tmp_path), interval_s=3600))
+    store.poll_succeeded("s", "job-1")
+    store.poll_succeeded("s")  # no job queued: the last one's id stays
+    assert (store.get("s").next_poll, store.get("s").last_job_id) == (clock.now + 3600, "job-1")
+    failure = store.item_failed("s", "a.md", "r1", "boom")
+    assert store.get("s").next_poll == failure.retry_at < clock.now + 3600
+    store.poll_succeeded("s")  # the pending retry still comes first
+    assert store.get("s").next_poll == failure.retry_at
+    assert store.item_failed("s", "a.md", "r1", "boom again").dead
+    assert store.failures("s")["a.md"].attempts == 2
+    assert store.retry("s") == 1 and not store.failures("s")["a.md"].dead
+    store.items_ok("s", ["a.md"])
+    assert store.failures("s") == {}
+    store.add_members("s", ["a.md", "b.md"])
+    store.add_members("s", ["b.md", "c.md"])
+    store.remove_members("s", ["a.md"])
+    assert store.members("s") == {"b.md", "c.md"}
+    store.poll_succeeded("s")
+    assert store.set_paused("s", True).paused and store.get("s").next_poll == clock.now + 3600
+    assert store.due() == []
+    assert not store.set_paused("s", False).paused and [s.spec.name for s in store.due()] == ["s"]
+    store.remove("s")
+    assert store.list() == [] and store.members("s") == set()
+    store.close()
+
+
+OLD_SCHEMA = """
+CREATE TABLE sources (
+  name TEXT PRIMARY KEY, spec TEXT NOT NULL, origin TEXT NOT NULL, paused INTEGER NOT NULL DEFAULT 0,
+  breaker TEXT NOT NULL DEFAULT 'closed', failures INTEGER NOT NULL DEFAULT 0,
+  last_error TEXT NOT NULL DEFAULT '', last_poll_at TEXT NOT NULL DEFAULT '',
+  last_success_at TEXT NOT NULL DEFAULT '', next_poll REAL NOT NULL DEFAULT 0,
+  last_job_id TEXT NOT NULL DEFAULT '');
+CREATE TABLE item_failures (
+  name TEXT NOT NULL, item TEXT NOT NULL, revision TEXT NOT NULL, attempts INTEGER NOT NULL,
+  error TEXT NOT NULL, failed_at TEXT NOT NULL, retry_at REAL NOT NULL, dead INTEGER NOT NULL,
+  PRIMARY KEY (name, item));
+CREATE TABLE members (name TEXT NOT NULL, item TEXT NOT NULL, PRIMARY KEY (name, item));
+"""
+
+
+def test_a_store_from_before_versions_is_adopted_with_its_rows(tmp_path: Path) -> None:
+    """sources.sqlite as releases before versioned schemas made it: its rows stay."""
+    spec = SourceConfig(name="old", kind="folder", url=str(tmp_path))
+    with sqlite3.connect(tmp_path / "sources.sqlite") as old:
+        old.executescript(OLD_SCHEMA)
+        old.execute(
+            "INSERT INTO sources (name, spec, origin, next_poll) VALUES ('old', ?, 'api', 5)",
+            (spec.model_dump_json(),),
+        )
+        old.execute("INSERT INTO members VALUES ('old', 'a.md')")
+    old.close()
+    store = SourceStore(state_tools.store(StateConfig(), tmp_path, source_state))
+    assert [(s.spec, s.origin, s.next_poll) for s in store.list()] == [(spec, "api", 5.0)]
+    assert store.members("old") == {"a.md"}
+    store.close()
