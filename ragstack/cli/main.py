@@ -498,16 +498,23 @@ def init(force: bool) -> None:
 
 @cli.command()
 @click.option("--check", is_flag=True, help="Only say what is pending; exit 1 when something is.")
+@click.option(
+    "--service",
+    "services",
+    type=click.Choice(SERVICE_NAMES),
+    multiple=True,
+    help="Only the stores this service opens (repeatable; default: every service's).",
+)
 @click.pass_context
-def migrate(ctx: click.Context, check: bool) -> None:
-    """Bring every store of shared state (SQLite files or PostgreSQL) to this release's schema."""
+def migrate(ctx: click.Context, check: bool, services: tuple[str, ...]) -> None:
+    """Bring the stores of shared state (SQLite files or PostgreSQL) to this release's schema."""
     from ragstack.state.db import connect_state
     from ragstack.state.migrations import pending, prepare
     from ragstack.state.registry import state_stores
 
     cfg = _config(ctx)
     behind = 0
-    for module in state_stores():
+    for module in state_stores(services or SERVICE_NAMES):
         db = connect_state(cfg.state, cfg.data_dir, module.STORE)
         try:
             todo = pending(db, module.MIGRATIONS)
