@@ -4,14 +4,16 @@ STORE name and their MIGRATIONS), for `ragstack migrate`. Imported lazily like s
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
 from types import ModuleType
 
 from ragstack.config import SERVICE_NAMES
 
 
-def state_stores() -> list[ModuleType]:
+def state_stores(services: Sequence[str] = SERVICE_NAMES) -> list[ModuleType]:
+    """The stores `services` open (a service's image may lack the others' packages)."""
     found: dict[str, ModuleType] = {}
-    for name in SERVICE_NAMES:
+    for name in services:
         factory = importlib.import_module(f"services.{name}.factory")
         for module in getattr(factory, "STATE", ()):
             found.setdefault(module.STORE, module)
