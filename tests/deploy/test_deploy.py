@@ -318,12 +318,46 @@ def test_hpa_for_retrieve_agent_verify_only(overlay: tuple[str, list[dict[str, A
         assert "cpu" in _container(deployments[name])["resources"]["requests"]
 
 
-def test_ingest_is_a_single_writer(overlay: tuple[str, list[dict[str, Any]]]) -> None:
-    _, docs = overlay
+def test_ingest_scales_out_only_on_postgresql_state(
+    overlay: tuple[str, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    """On SQLite files ingest is the single writer (one replica, never two at once); on PostgreSQL
+    its workers share the queue and take turns on the stores, so it runs several, replaced pod by pod."""
+    name, docs = overlay
     ingest = _of(docs, "Deployment")["ingest"]
-    assert ingest["spec"]["replicas"] == 1
-    assert ingest["spec"]["strategy"]["type"] == "Recreate"
     assert "ingest" not in _of(docs, "HorizontalPodAutoscaler")
+    cfg = _config(docs, tmp_path)
+    if not cfg.state.url:
+        assert ingest["spec"]["replicas"] == 1
+        assert ingest["spec"]["strategy"]["type"] == "Recreate"
+        return
+    assert name == "production" and cfg.state.url.startswith("postgresql://")
+    assert ingest["spec"]["replicas"] >= 2 and ingest["spec"]["strategy"]["type"] == "RollingUpdate"
+
+
+def test_services_on_postgresql_state_migrate_first_and_get_its_password(
+    overlay: tuple[str, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    """Every service that opens the state runs `ragstack migrate` for its own stores in an init
+    container of its own image, and reads the password from the Secret, never from the config."""
+    _, docs = overlay
+    cfg = _config(docs, tmp_path)
+    if not cfg.state.url:
+        return
+    assert "@" in cfg.state.url and ":" not in cfg.state.url.split("@")[0].removeprefix("postgresql://")
+    for name, deployment in _of(docs, "Deployment").items():
+        if name not in STORE_READERS:
+            continue
+        spec = deployment["spec"]["template"]["spec"]
+        (init,) = spec["initContainers"]
+        assert init["args"] == ["migrate", "--service", name]
+        assert init["image"] == _container(deployment)["image"]
+        for container in (init, _container(deployment)):
+            password = {e["name"]: e for e in container["env"]}[cfg.state.password_env]
+            assert password["valueFrom"]["secretKeyRef"] == {
+                "name": "ragstack-secrets",
+                "key": "state-password",
+            }
 
 
 def test_services_and_config_agree(overlay: tuple[str, list[dict[str, Any]]], tmp_path: Path) -> None:
