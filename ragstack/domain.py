@@ -397,7 +397,7 @@ class IngestJob:
 
     job_id: str
     library: str
-    state: str  # queued | running | done | failed | cancelled
+    state: str  # queued | running | done | failed | cancelled | dead
     submitted_at: str
     updated_at: str
     files_done: int = 0

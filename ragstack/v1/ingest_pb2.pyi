@@ -49,6 +49,7 @@ class IngestJobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INGEST_JOB_STATE_DONE: _ClassVar[IngestJobState]
     INGEST_JOB_STATE_FAILED: _ClassVar[IngestJobState]
     INGEST_JOB_STATE_CANCELLED: _ClassVar[IngestJobState]
+    INGEST_JOB_STATE_DEAD: _ClassVar[IngestJobState]
 SOURCE_KIND_UNSPECIFIED: SourceKind
 SOURCE_KIND_FOLDER: SourceKind
 SOURCE_KIND_HTTP: SourceKind
@@ -76,6 +77,7 @@ INGEST_JOB_STATE_RUNNING: IngestJobState
 INGEST_JOB_STATE_DONE: IngestJobState
 INGEST_JOB_STATE_FAILED: IngestJobState
 INGEST_JOB_STATE_CANCELLED: IngestJobState
+INGEST_JOB_STATE_DEAD: IngestJobState
 
 class SourceSpec(_message.Message):
     __slots__ = ("name", "kind", "url", "library", "interval_s", "groups", "include", "exclude", "delete_policy", "endpoint", "region")

@@ -273,9 +273,11 @@ class IngestServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def SubmitIngest(self, request, context):
-        """Queues an ingest and returns at once: the job is kept in <data_dir>/jobs.sqlite, run one at a
-        time in submission order by the service's worker, and survives a restart (a job that was
-        running is run again; fingerprints skip what it had committed).
+        """Queues an ingest and returns at once: the job is kept in the shared state (<data_dir>/jobs.sqlite
+        or PostgreSQL at `state.url`), run in submission order by the ingest workers (each service
+        process runs one job at a time, one worker per library), and survives a restart (a job whose
+        worker stopped or died is run again; fingerprints skip what it had committed). A failure that
+        may pass is retried with backoff; after `ingest.job_attempts` starts the job is DEAD.
         Errors: INVALID_ARGUMENT when nothing is given or a path does not exist.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -299,7 +301,9 @@ class IngestServiceServicer:
     def CancelIngestJob(self, request, context):
         """Cancels a queued ingest: one still queued never runs; a running one stops within
         `services.grace_s` (the parse in flight is stopped, the batch being written is finished or
-        rolled back, so no document is half indexed; what earlier batches indexed stays). Cancelling a
+        rolled back, so no document is half indexed; what earlier batches indexed stays), or, when
+        another ingest process runs it, once that worker next renews its lease (every third of
+        `ingest.job_lease_s`). Cancelling a
         job that has ended changes nothing. Errors: NOT_FOUND for an unknown id or a job of another
         principal.
         """

@@ -23,6 +23,7 @@ from ragstack.stores.originals import Originals
 from ragstack.stores.snapshots import StoreLifecycle
 from ragstack.stores.vectors import VectorStore
 from services.ingest import enrich as enrich_store
+from services.ingest import jobs as job_store
 from services.ingest.budgets import Budgets
 from services.ingest.crawler import CrawlLimits
 from services.ingest.enrich import Enricher
@@ -38,7 +39,7 @@ from services.ingest.syncing import state as source_state
 from services.ingest.syncing.registry import build_sources
 
 # The stores of shared state this service opens (`ragstack migrate` brings them all up to date).
-STATE = (catalog_store, database_store, enrich_store, source_state)
+STATE = (catalog_store, database_store, enrich_store, source_state, job_store)
 
 
 def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
@@ -114,7 +115,12 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
     roots = cfg.ingest.allowed_roots
     paths = PathGuard(default_roots(cfg.data_dir) if roots is None else roots)
 
-    jobs = JobStore(cfg.data_dir / "jobs.sqlite")
+    jobs = JobStore(
+        open_state(cfg.state, cfg.data_dir, job_store.STORE, job_store.MIGRATIONS),
+        lease_s=cfg.ingest.job_lease_s,
+        attempts=cfg.ingest.job_attempts,
+        backoff_s=cfg.ingest.job_backoff_s,
+    )
     sources = build_sources(cfg, pipeline, jobs, paths, lambda: servicer.wake())
     servicer = IngestServicer(
         pipeline,

@@ -21,7 +21,7 @@ from ragstack.stores.snapshots import StoreLifecycle, check_name
 from ragstack.v1 import ingest_pb2, ingest_pb2_grpc
 from services.ingest.ahead import Ahead
 from services.ingest.crawler import CrawlLimits, crawl, fetcher_for
-from services.ingest.jobs import Job, JobStore
+from services.ingest.jobs import Job, JobStore, retryable
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.sources import (
     Rejected,
@@ -52,8 +52,10 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         paths: PathGuard | None = None,
         crawl_slots: int = 2,
         sources: Sources | None = None,
+        poll_s: float = 1.0,
     ) -> None:
         self._pipeline = pipeline
+        self._poll_s = poll_s  # how often an idle worker looks for jobs other processes queued
         self._sources = sources
         self._paths = paths or PathGuard(())  # server files readable by path: none unless configured
         self._jobs = jobs
@@ -245,28 +247,65 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
             self._loop.call_soon_threadsafe(self._wake.set)
 
     async def work(self) -> None:
-        """The queue's worker: runs queued jobs one at a time, for as long as the service runs."""
+        """The queue's worker: runs due jobs one at a time, for as long as the service runs. Other
+        processes share the queue, so with nothing due it looks again every `poll_s` (sooner when a
+        retry's backoff ends, at once when wake() says a job was queued here)."""
         self._loop = asyncio.get_running_loop()
         jobs = self._queue()
-        jobs.requeue_running()
         while True:
-            claimed = jobs.claim()
+            self._wake.clear()
+            try:
+                claimed = await asyncio.to_thread(jobs.claim)
+            except Exception as err:  # the state is out of reach (a PostgreSQL restart): look again
+                log.warning("claiming an ingest job failed: %s", err)
+                claimed = None
             if claimed is None:
-                self._wake.clear()
-                await self._wake.wait()
+                await self._wait_for_work(jobs)
                 continue
             job, raw, caller = claimed
             task = asyncio.create_task(self._run_job(jobs, job.job_id, raw, caller))
+            beat = asyncio.create_task(self._heartbeat(jobs, job.job_id, task))
             self._running = (job.job_id, task)
             try:
                 await asyncio.shield(task)  # CancelIngestJob cancels the job's task, not this loop
             except asyncio.CancelledError:
-                if not task.cancelled():  # the service is stopping: the job is queued again at start
+                if not task.cancelled():  # the service is stopping: the job goes back to the queue
                     task.cancel()
                     await asyncio.wait([task])
                     raise
+            except Exception as err:  # its end could not be recorded: its lease runs out, it runs again
+                log.warning("ingest job %s: %s", job.job_id, err)
             finally:
                 self._running = None
+                beat.cancel()
+                # Its library is free again; the state may be out of reach as the service stops
+                # (then its lease runs out and another worker takes the job).
+                with contextlib.suppress(Exception):
+                    await asyncio.to_thread(jobs.release, job.job_id)
+
+    async def _wait_for_work(self, jobs: JobStore) -> None:
+        due = None
+        with contextlib.suppress(Exception):  # out of reach: the next claim says so
+            due = await asyncio.to_thread(jobs.due_in)
+        wait = min(self._poll_s, due) if due else self._poll_s  # 0: due, but its library is busy
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), wait)
+
+    async def _heartbeat(self, jobs: JobStore, job_id: str, task: asyncio.Task[None]) -> None:
+        """Renews the running job's lease; stops the job once it is no longer this worker's
+        (cancelled by another process, or taken by another worker after the lease ran out)."""
+        while True:
+            await asyncio.sleep(jobs.lease_s / 3)
+            try:
+                ours = await asyncio.to_thread(jobs.renew, job_id)
+            except Exception as err:  # the state is out of reach: the lease has time left to try again
+                log.warning("renewing ingest job %s failed: %s", job_id, err)
+                continue
+            if not ours:
+                if not task.cancelling():  # not already being stopped here (CancelIngestJob)
+                    log.warning("ingest job %s is no longer this worker's: stopping it", job_id)
+                    task.cancel()
+                return
 
     async def _run_job(self, jobs: JobStore, job_id: str, raw: bytes, caller: str) -> None:
         request = ingest_pb2.IngestRequest.FromString(raw)
@@ -279,12 +318,15 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
                     jobs.finish(job_id, event.summary.SerializeToString())
                 elif event.file.stage in _FINISHED:
                     done += 1
-                    jobs.progress(job_id, done)
+                    me = asyncio.current_task()
+                    if not jobs.progress(job_id, done) and me and not me.cancelling():
+                        me.cancel()  # cancelled, or another worker has it: stop at the next await
         except asyncio.CancelledError:
-            raise  # cancelled (its state says so) or the service is stopping (it stays running)
+            raise  # cancelled (its state says so), lost, or the service is stopping (released)
         except Exception as err:  # a batch that cannot run at all; files that fail are in the summary
-            log.warning("ingest job %s failed: %s", job_id, err)
-            jobs.fail(job_id, f"{type(err).__name__}: {err}")
+            retry = retryable(err)
+            log.warning("ingest job %s failed%s: %s", job_id, " (to be retried)" if retry else "", err)
+            jobs.fail(job_id, f"{type(err).__name__}: {err}", retry=retry)
         finally:
             auth.PRINCIPAL.reset(token)
 
@@ -531,6 +573,7 @@ _STATES = {
     "done": ingest_pb2.INGEST_JOB_STATE_DONE,
     "failed": ingest_pb2.INGEST_JOB_STATE_FAILED,
     "cancelled": ingest_pb2.INGEST_JOB_STATE_CANCELLED,
+    "dead": ingest_pb2.INGEST_JOB_STATE_DEAD,
 }
 
 

@@ -1,9 +1,11 @@
 """The durable ingest queue over gRPC: jobs submitted return at once and run in order; a job a
-stopped service left running, and one still queued, are run when the service starts again."""
+dead service left running (once its lease ran out), and one still queued, are run when the service
+starts again."""
 
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -12,14 +14,16 @@ from ragstack.errors import RpcError
 from ragstack.resources import Resources
 from ragstack.rpc.clients import IngestClient, open_channel
 from ragstack.v1 import ingest_pb2
+from services.ingest import jobs
 from services.ingest.jobs import RUNNING, JobStore
 from tests.conftest import SAMPLES, make_config, start_with
+from tests.tools import state as state_tools
 
 
 async def _until_done(client: IngestClient, job_id: str) -> str:
     for _ in range(600):
         job = await client.job(job_id)
-        if job.state in ("done", "failed", "cancelled"):
+        if job.state in ("done", "failed", "cancelled", "dead"):
             return job.state
         await asyncio.sleep(0.1)
     raise AssertionError(f"job {job_id} did not finish")
@@ -27,8 +31,10 @@ async def _until_done(client: IngestClient, job_id: str) -> str:
 
 async def test_jobs_queue_run_and_survive_a_restart(tmp_path: Path, resources: Resources) -> None:
     cfg = make_config(tmp_path / "data", ingest={"graph": False})
-    # A service that stopped mid-job left this one running, and one more queued behind it.
-    store = JobStore(cfg.data_dir / "jobs.sqlite")
+    # A service that died mid-job (its lease has run out since) left this one running, and one
+    # more queued behind it.
+    an_hour_ago = datetime.now(UTC) - timedelta(hours=1)
+    store = JobStore(state_tools.store(cfg.state, cfg.data_dir, jobs), now=lambda: an_hour_ago)
     left = store.submit(
         "default", ingest_pb2.IngestRequest(paths=[str(SAMPLES / "bm25.md")]).SerializeToString()
     )

@@ -18,6 +18,7 @@ from ragstack.stores.catalog import Catalog
 from ragstack.stores.lexical import LexicalStore
 from ragstack.stores.vectors import VectorStore
 from ragstack.v1 import ingest_pb2
+from services.ingest import jobs as job_store
 from services.ingest.jobs import JobStore
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.syncing import state as source_state
@@ -82,7 +83,7 @@ class World:
         self.paths = PathGuard([tmp])
         self.backends: list[Reads] = []
         self.sync = SourceSync(self.store, self.pipeline, self._open, "default")
-        self.jobs = JobStore(tmp / "jobs.sqlite")
+        self.jobs = JobStore(state_tools.store(state, tmp, job_store))
         self.poller = SourcePoller(self.store, self.sync, self.jobs, lambda: None, watch=False)
 
     def _open(self, spec: SourceConfig) -> Backend:
@@ -124,6 +125,7 @@ def world(tmp_path: Path, embedder, state_config: StateConfig) -> Iterator[World
     w = World(tmp_path, embedder, state_config)
     yield w
     w.store.close()
+    w.jobs.close()
 
 
 def test_an_added_a_changed_and_a_deleted_file_are_picked_up_by_one_poll(world: World) -> None:

@@ -1,0 +1,313 @@
+"""The ingest job queue shared by several workers, on SQLite and PostgreSQL: each JobStore has its
+own connection, as each worker process would. A job is claimed by one worker, one worker writes a
+library at a time, a dead worker's job is taken again once its lease runs out, failures are retried
+with backoff and then dead-lettered."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from ragstack.config import StateConfig
+from ragstack.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied, Unavailable
+from ragstack.state.migrations import version
+from services.ingest import jobs
+from services.ingest.jobs import CANCELLED, DEAD, DONE, FAILED, QUEUED, RUNNING, JobStore, retryable
+from tests.tools import state as state_tools
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.at = datetime(2025, 1, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.at
+
+    def advance(self, seconds: float) -> None:
+        self.at += timedelta(seconds=seconds)
+
+
+def worker(cfg: StateConfig, tmp: Path, clock: Clock | None = None, **options: object) -> JobStore:
+    """A worker's queue: its own connection to the state, as another process would have."""
+    db = state_tools.store(cfg, tmp, jobs)
+    return JobStore(db, now=clock or (lambda: datetime.now(UTC)), **options)  # type: ignore[arg-type]
+
+
+def test_workers_never_claim_the_same_job_and_never_write_one_library_at_once(
+    state_config: StateConfig, tmp_path: Path
+) -> None:
+    first = worker(state_config, tmp_path)
+    total = 48
+    submitted = [first.submit(f"lib{i % 6}", b"r%d" % i).job_id for i in range(total)]
+    stores = [first] + [worker(state_config, tmp_path) for _ in range(3)]
+    claims: list[tuple[str, str]] = []
+    writing: set[str] = set()
+    clash: list[str] = []
+    guard = threading.Lock()
+    errors: list[BaseException] = []
+
+    def run(store: JobStore) -> None:
+        try:
+            while True:
+                with guard:
+                    if len(claims) == total:
+                        return
+                claimed = store.claim()
+                if claimed is None:
+                    time.sleep(0.005)
+                    continue
+                job = claimed[0]
+                with guard:
+                    claims.append((job.job_id, store.worker))
+                    if job.library in writing:
+                        clash.append(job.library)
+                    writing.add(job.library)
+                time.sleep(0.002)  # "ingesting"
+                with guard:
+                    writing.discard(job.library)
+                store.finish(job.job_id, b"summary")
+                store.release(job.job_id)
+        except BaseException as err:
+            errors.append(err)
+
+    threads = [threading.Thread(target=run, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    assert not clash, f"two workers wrote {clash} at once"
+    assert sorted(Counter(j for j, _ in claims).values()) == [1] * total  # each job claimed once
+    assert sorted(j for j, _ in claims) == sorted(submitted)
+    assert len({w for _, w in claims}) > 1  # the work was shared
+    assert {(j.state, j.attempts) for j in first.list(limit=100)} == {(DONE, 1)}
+    for s in stores:
+        s.close()
+
+
+def test_one_library_has_one_writer_while_another_library_runs_alongside(
+    state_config: StateConfig, tmp_path: Path
+) -> None:
+    a, b = worker(state_config, tmp_path), worker(state_config, tmp_path)
+    first = a.submit("x", b"1")
+    second = a.submit("x", b"2")
+    other = a.submit("y", b"3")
+    assert a.claim()[0].job_id == first.job_id  # type: ignore[index]
+    assert b.claim()[0].job_id == other.job_id  # type: ignore[index]  # x is being written
+    assert b.claim() is None  # x still is; b runs y
+    b.finish(other.job_id, b"")
+    b.release(other.job_id)
+    assert b.claim() is None
+    a.finish(first.job_id, b"")
+    a.release(first.job_id)
+    taken = b.claim()
+    assert taken is not None and taken[0].job_id == second.job_id and taken[1] == b"2"
+    a.close()
+    b.close()
+
+
+def test_jobs_are_claimed_in_submission_order(state_config: StateConfig, tmp_path: Path) -> None:
+    store = worker(state_config, tmp_path)
+    ids = [store.submit(f"lib{i}", b"", principal="ann").job_id for i in range(5)]
+    claimed = [store.claim()[0].job_id for _ in ids]  # type: ignore[index]
+    assert claimed == ids and store.claim() is None
+    assert [j.job_id for j in store.list(principal="ann")] == ids[::-1]  # newest first
+    assert store.list(principal="bob") == []
+    store.close()
+
+
+def test_a_dead_workers_job_is_taken_again_once_its_lease_runs_out(
+    state_config: StateConfig, tmp_path: Path
+) -> None:
+    clock = Clock()
+    dying = worker(state_config, tmp_path, clock, lease_s=30)
+    job = dying.submit("x", b"request", caller="caller-header")
+    behind = dying.submit("x", b"next")
+    assert dying.claim() is not None
+    dying.close()  # the process died: in PostgreSQL its library lock went with the connection
+    other = worker(state_config, tmp_path, clock, lease_s=30)
+    assert other.claim() is None  # the lease still runs: x is still being written
+    clock.advance(31)
+    again = other.claim()
+    assert again is not None
+    assert (again[0].job_id, again[0].attempts, again[1], again[2]) == (
+        job.job_id,
+        2,
+        b"request",
+        "caller-header",
+    )
+    assert other.claim() is None  # `behind` waits: x is this worker's now
+    # The dead worker's id, on a new connection, owns nothing any more.
+    ghost = worker(state_config, tmp_path, clock, lease_s=30, worker=dying.worker)
+    assert not ghost.renew(job.job_id) and not ghost.progress(job.job_id, 5)
+    ghost.finish(job.job_id, b"late")
+    assert other.get(job.job_id).state == RUNNING  # type: ignore[union-attr]
+    clock.advance(20)
+    assert other.renew(job.job_id)  # renewed in time: nobody takes it
+    clock.advance(20)
+    assert other.progress(job.job_id, 3)
+    assert ghost.claim() is None
+    other.finish(job.job_id, b"done")
+    other.release(job.job_id)
+    assert other.get(job.job_id).state == DONE  # type: ignore[union-attr]
+    assert ghost.claim()[0].job_id == behind.job_id  # type: ignore[index]
+    ghost.close()
+    other.close()
+
+
+def test_a_job_whose_workers_keep_dying_is_dead_lettered(state_config: StateConfig, tmp_path: Path) -> None:
+    clock = Clock()
+    submitter = worker(state_config, tmp_path, clock)
+    job = submitter.submit("x", b"")
+    submitter.close()
+    for _ in range(2):
+        store = worker(state_config, tmp_path, clock, lease_s=10, attempts=2)
+        assert store.claim() is not None
+        store.close()
+        clock.advance(11)
+    last = worker(state_config, tmp_path, clock, lease_s=10, attempts=2)
+    assert last.claim() is None
+    dead = last.get(job.job_id)
+    assert dead is not None and dead.state == DEAD and dead.attempts == 2
+    assert "gave up after 2 starts: its worker died" in dead.error
+    last.close()
+
+
+def test_a_failure_that_may_pass_is_retried_with_backoff_then_dead_lettered(
+    state_config: StateConfig, tmp_path: Path
+) -> None:
+    clock = Clock()
+    store = worker(state_config, tmp_path, clock, attempts=3, backoff_s=10)
+    job = store.submit("x", b"")
+    assert store.claim() is not None
+    store.fail(job.job_id, "Unavailable: the embedder is down", retry=True)
+    store.release(job.job_id)
+    waiting = store.get(job.job_id)
+    assert waiting is not None and (waiting.state, waiting.attempts) == (QUEUED, 1)
+    assert waiting.error == "Unavailable: the embedder is down"
+    assert store.claim() is None and store.due_in() == 10
+    clock.advance(10)
+    assert store.claim()[0].attempts == 2  # type: ignore[index]
+    store.fail(job.job_id, "Unavailable: still down", retry=True)
+    store.release(job.job_id)
+    clock.advance(19)
+    assert store.claim() is None  # the second backoff doubles
+    clock.advance(1)
+    assert store.claim()[0].attempts == 3  # type: ignore[index]
+    store.fail(job.job_id, "Unavailable: down for good", retry=True)
+    store.release(job.job_id)
+    dead = store.get(job.job_id)
+    assert dead is not None and (dead.state, dead.error) == (DEAD, "Unavailable: down for good")
+    clock.advance(3600)
+    assert store.claim() is None and store.due_in() is None
+    store.close()
+
+
+def test_a_bad_request_fails_at_once(state_config: StateConfig, tmp_path: Path) -> None:
+    store = worker(state_config, tmp_path)
+    job = store.submit("x", b"")
+    assert store.claim() is not None
+    store.fail(job.job_id, "InvalidArgument: no such path", retry=False)
+    store.release(job.job_id)
+    failed = store.get(job.job_id)
+    assert failed is not None and (failed.state, failed.attempts) == (FAILED, 1)
+    assert store.claim() is None
+    store.close()
+    for bad in (InvalidArgument("x"), PermissionDenied("x"), NotFound("x"), FailedPrecondition("x")):
+        assert not retryable(bad)
+    assert retryable(Unavailable("x")) and retryable(RuntimeError("x")) and retryable(OSError("x"))
+
+
+def test_cancel_stops_a_queued_job_and_tells_the_running_worker(
+    state_config: StateConfig, tmp_path: Path
+) -> None:
+    runner, elsewhere = worker(state_config, tmp_path), worker(state_config, tmp_path)
+    running = runner.submit("x", b"")
+    queued = runner.submit("y", b"")
+    behind = runner.submit("x", b"")
+    assert runner.claim()[0].job_id == running.job_id  # type: ignore[index]
+    assert elsewhere.cancel(queued.job_id).state == CANCELLED  # type: ignore[union-attr]
+    assert elsewhere.cancel(running.job_id).state == CANCELLED  # type: ignore[union-attr]
+    assert not runner.renew(running.job_id) and not runner.progress(running.job_id, 1)
+    runner.finish(running.job_id, b"")  # too late: it stays cancelled
+    runner.release(running.job_id)
+    assert runner.get(running.job_id).state == CANCELLED  # type: ignore[union-attr]
+    assert elsewhere.cancel("nope") is None
+    assert elsewhere.claim()[0].job_id == behind.job_id  # type: ignore[index]
+    assert elsewhere.cancel(running.job_id).state == CANCELLED  # type: ignore[union-attr]
+    elsewhere.finish(behind.job_id, b"s")
+    assert elsewhere.cancel(behind.job_id).state == DONE  # type: ignore[union-attr]  # ended stays ended
+    runner.close()
+    elsewhere.close()
+
+
+def test_a_stopping_worker_hands_its_job_back_at_once(state_config: StateConfig, tmp_path: Path) -> None:
+    stopping, other = worker(state_config, tmp_path), worker(state_config, tmp_path)
+    job = stopping.submit("x", b"", source="notes")
+    assert stopping.claim() is not None and other.claim() is None
+    assert other.active("notes") == job.job_id
+    stopping.release(job.job_id)  # the service stops mid-job: not a failure, not a start
+    assert (stopping.get(job.job_id).state, stopping.get(job.job_id).attempts) == (QUEUED, 0)  # type: ignore[union-attr]
+    assert other.claim()[0].attempts == 1  # type: ignore[index]
+    stopping.close()
+    other.close()
+
+
+def test_a_jobs_file_from_before_versions_is_adopted(tmp_path: Path) -> None:
+    old = sqlite3.connect(tmp_path / "jobs.sqlite")
+    old.execute(
+        "CREATE TABLE jobs (job_id TEXT PRIMARY KEY, library TEXT NOT NULL, request BLOB NOT NULL,"
+        " state TEXT NOT NULL, submitted_at TEXT NOT NULL, updated_at TEXT NOT NULL,"
+        " files_done INTEGER NOT NULL DEFAULT 0, summary BLOB, error TEXT NOT NULL DEFAULT '',"
+        " attempts INTEGER NOT NULL DEFAULT 0)"
+    )
+    old.execute("ALTER TABLE jobs ADD COLUMN principal TEXT NOT NULL DEFAULT ''")
+    at = "2024-05-01T00:00:00+00:00"
+    for job_id, state, attempts in (("done1", "done", 1), ("left", "running", 1), ("waits", "queued", 0)):
+        old.execute(
+            "INSERT INTO jobs (job_id, library, request, state, submitted_at, updated_at, attempts,"
+            " principal) VALUES (?, 'lib', ?, ?, ?, ?, ?, 'ann')",
+            (job_id, job_id.encode(), state, at, at, attempts),
+        )
+    old.commit()
+    old.close()
+
+    db = state_tools.store(StateConfig(), tmp_path, jobs)
+    assert version(db) == 1
+    store = JobStore(db)
+    assert [j.job_id for j in store.list()] == ["waits", "left", "done1"]
+    taken = store.claim()  # the job a stopped service left running has no lease: taken again first
+    assert taken is not None and (taken[0].job_id, taken[0].attempts, taken[1], taken[2]) == (
+        "left",
+        2,
+        b"left",
+        "",
+    )
+    new = store.submit("other", b"")
+    assert store.list()[0].job_id == new.job_id and store.get("done1").principal == "ann"  # type: ignore[union-attr]
+    store.close()
+
+
+def test_a_stalled_worker_whose_lease_ran_out(state_config: StateConfig, tmp_path: Path) -> None:
+    clock = Clock()
+    stalled, other = worker(state_config, tmp_path, clock, lease_s=10), worker(state_config, tmp_path, clock)
+    job = stalled.submit("x", b"")
+    assert stalled.claim() is not None
+    clock.advance(11)
+    if state_config.url:
+        # PostgreSQL: its session still holds the library, so nobody else writes it while it may
+        # wake up and write; once its connection goes, the job is taken.
+        assert other.claim() is None
+        stalled.close()
+        assert other.claim()[0].job_id == job.job_id  # type: ignore[index]
+    else:  # SQLite (one process): the lease alone says who writes
+        assert other.claim()[0].job_id == job.job_id  # type: ignore[index]
+        assert not stalled.renew(job.job_id)  # it stops the job when it next renews
+        stalled.release(job.job_id)
+        stalled.close()
+    assert other.get(job.job_id).attempts == 2  # type: ignore[union-attr]
+    other.close()
