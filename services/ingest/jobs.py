@@ -157,6 +157,7 @@ class JobStore:
         out) in a library nobody else is writing, now running here, with its request and the caller
         to run it as. A job already started `attempts` times is dead-lettered instead."""
         with self._lock:  # one claim at a time per store: `_held` is read and written here
+            self._expire_dead_here()
             while True:
                 taken = None
                 try:
@@ -175,6 +176,20 @@ class JobStore:
                 job = self.get(job_id)
                 assert job is not None
                 return job, request, caller
+
+    def _expire_dead_here(self) -> None:
+        """Running jobs of workers on this host whose process has gone (a restart after a crash)
+        are due at once rather than when their lease runs out."""
+        host = self.worker.split(":", 1)[0]
+        rows = self._db.all(
+            "SELECT job_id, worker FROM jobs WHERE state = ? AND worker LIKE ? AND lease_until > 0",
+            (RUNNING, f"{host}:%"),
+        )
+        for job_id, worker in rows:
+            if worker != self.worker and worker.split(":", 1)[0] == host and not _alive(worker):
+                self._db.execute(
+                    "UPDATE jobs SET lease_until = 0 WHERE job_id = ? AND worker = ?", (job_id, worker)
+                )
 
     def _claim_one(self, db: StateDB, busy: set[str]) -> tuple[str, str, bytes, str] | str | None:
         now = self._now().timestamp()
@@ -351,6 +366,18 @@ class JobStore:
         """A library's advisory lock key (63 bits, so its halves are pg_locks' classid and objid)."""
         digest = hashlib.blake2b(f"{self._scope}\0{library}".encode(), digest_size=8).digest()
         return int.from_bytes(digest, "big") >> 1
+
+
+def _alive(worker: str) -> bool:
+    """Whether the process of a worker id on this host still runs (a reused pid reads as alive: its
+    job then waits for the lease)."""
+    try:
+        os.kill(int(worker.split(":")[1]), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, ValueError, IndexError):
+        return True
+    return True
 
 
 def _job(row: tuple[Any, ...]) -> Job:

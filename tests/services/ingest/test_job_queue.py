@@ -311,3 +311,33 @@ def test_a_stalled_worker_whose_lease_ran_out(state_config: StateConfig, tmp_pat
         stalled.close()
     assert other.get(job.job_id).attempts == 2  # type: ignore[union-attr]
     other.close()
+
+
+def test_a_job_of_a_worker_that_died_on_this_host_is_taken_at_once(
+    state_config: StateConfig, tmp_path: Path
+) -> None:
+    """A restart after a crash on the same machine need not wait for the dead process's lease."""
+    import socket
+    import subprocess
+    import sys
+
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    clock = Clock()
+    dead = worker(
+        state_config, tmp_path, clock, lease_s=600, worker=f"{socket.gethostname()}:{gone.stdout.strip()}:x"
+    )
+    job = dead.submit("x", b"request")
+    assert dead.claim() is not None
+    dead.close()
+    elsewhere = worker(state_config, tmp_path, clock, lease_s=600, worker="other-host:1:y")
+    elsewhere_job = elsewhere.submit("y", b"r")
+    assert elsewhere.claim()[0].job_id == elsewhere_job.job_id  # type: ignore[index]
+    restarted = worker(state_config, tmp_path, clock, lease_s=600)
+    again = restarted.claim()
+    assert again is not None and again[0].job_id == job.job_id and again[0].attempts == 2
+    # Another host's running job is left to its lease: its process cannot be looked at from here.
+    assert restarted.claim() is None and restarted.get(elsewhere_job.job_id).state == RUNNING  # type: ignore[union-attr]
+    restarted.close()
+    elsewhere.close()
