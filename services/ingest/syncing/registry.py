@@ -10,6 +10,7 @@ from ragstack.config import Config, SourceConfig
 from ragstack.domain import acl_groups
 from ragstack.guard.paths import PathGuard
 from ragstack.state import open_state
+from ragstack.state.locks import SharedLock
 from services.ingest.crawler import CrawlLimits
 from services.ingest.jobs import JobStore
 from services.ingest.pipeline import IngestPipeline
@@ -59,5 +60,10 @@ def build_sources(
         return open_backend(spec, paths, limits, ingest.source_max_items)
 
     sync = SourceSync(store, pipeline, opener, cfg.library)
-    poller = SourcePoller(store, sync, jobs, wake_worker, ingest.source_tick_s, ingest.source_watch)
+    # Ingest workers sharing PostgreSQL state: one of them polls (another takes over if it dies).
+    shared = cfg.state.url and ingest.source_polling
+    leads = SharedLock(cfg.state, cfg.data_dir, "source-poller").lead if shared else lambda: True
+    poller = SourcePoller(
+        store, sync, jobs, wake_worker, ingest.source_tick_s, ingest.source_watch, leads=leads
+    )
     return Sources(store, sync, poller, opener)
