@@ -141,6 +141,7 @@ bench: install bench-deps $(CROSS_ENCODER)/model.onnx  ## every speed figure in 
 	$(BIN)/ragstack bench rerank $(CROSS_ENCODER) $(DATA)/scifact
 	$(BIN)/ragstack bench hostile
 	$(BIN)/ragstack bench sources $(DATA)/scifact/corpus.jsonl
+	$(BIN)/ragstack bench scale $(DATA)/scifact --split train
 
 clean:  ## remove the checkout's environments and local stores (not the user's models: see ragstack models list)
 	rm -rf $(VENV) .venv-export .venv-deploy .ragstack

@@ -34,10 +34,21 @@ class Endpoint(_Strict):
 
     host: str = Field("127.0.0.1", description="Bind address; also the address peers dial.")
     port: int = Field(..., ge=0, le=65535, description="TCP port; 0 picks a free one (tests).")
+    dial: str = Field(
+        "",
+        description="The gRPC target peers dial instead of host:port, to reach every replica: e.g. "
+        "dns:///retrieve.ns.svc:50052 (a headless Service) or ipv4:127.0.0.1:50052,127.0.0.1:50062; "
+        "calls go round-robin over them. Empty: host:port.",
+    )
 
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def target(self) -> str:
+        """What a peer dials: `dial`, or the one address this endpoint listens on."""
+        return self.dial or self.address
 
 
 class ServicesConfig(_Strict):

@@ -68,7 +68,7 @@ async def start_stack(
     _one_blas_thread()
     res = resources or Resources(cfg)
     stack = Stack(cfg)
-    stack.peers = {name: getattr(cfg.services, name).address for name in GRPC_SERVICES}
+    stack.peers = {name: getattr(cfg.services, name).target for name in GRPC_SERVICES}
     try:
         for name in START_ORDER:
             if name not in services:

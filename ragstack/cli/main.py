@@ -457,6 +457,55 @@ def bench_sources_cmd(ctx: click.Context, corpus: Path, files: int, interval_s: 
     click.echo(json.dumps(report, indent=1))
 
 
+@bench_group.command(name="scale")
+@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--split", default="test", show_default=True, help="qrels/<split>.tsv whose queries to run.")
+@click.option("--documents", default=1000, show_default=True, help="Corpus documents ingested (2 libraries).")
+@click.option("--queries", "limit", default=400, show_default=True, help="Queries per run.")
+@click.option(
+    "--mode", default="hybrid", show_default=True, type=click.Choice(["lexical", "dense", "hybrid"])
+)
+@click.option("--clients", default=8, show_default=True, help="Concurrent search clients.")
+@click.option("--top-k", default=10, show_default=True)
+@click.option(
+    "--state-url",
+    default="",
+    help="PostgreSQL for the shared state (schemas of the run's own are left there); default: a "
+    "throwaway server of the distribution's PostgreSQL (scripts/install_postgres.sh).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object on stdout.")
+@click.pass_context
+def bench_scale_cmd(
+    ctx: click.Context,
+    folder: Path,
+    split: str,
+    documents: int,
+    limit: int,
+    mode: str,
+    clients: int,
+    top_k: int,
+    state_url: str,
+    as_json: bool,
+) -> None:
+    """Query throughput with 1 and 2 retrieve replicas and ingest throughput with 1 and 2 ingest
+    workers, each a `ragstack serve` process sharing PostgreSQL state and the stores, side by side
+    with the ratio. FOLDER: a BEIR dataset (its corpus and queries)."""
+    from ragstack.bench.scale import bench_scale
+    from ragstack.cli.output import print_rows
+
+    args = (folder, split, documents, limit, mode, clients, top_k, state_url)
+    report = bench_scale(_config(ctx), *args, lambda line: click.echo(line, err=True))
+    if as_json:
+        click.echo(json.dumps(report))
+    else:
+        click.echo(
+            f"{report['dataset']}: {report['documents']} documents, {report['queries']} queries, "
+            f"top_k {report['top_k']}"
+        )
+        print_rows(report["rows"])
+        click.echo(f"note: {report['note']}")
+
+
 @bench_group.command(name="hostile")
 @click.option("--case", "only", multiple=True, help="Only the cases whose name holds this (repeatable).")
 @click.pass_context

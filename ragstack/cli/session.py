@@ -38,6 +38,7 @@ def embedded_config(cfg: Config, data_dir: Path | None = None, allow_paths: Sequ
     local = cfg.model_copy(deep=True)
     for name in GRPC_SERVICES:
         getattr(local.services, name).port = 0
+        getattr(local.services, name).dial = ""  # the command's own services, not a deployment's
     if data_dir is not None:
         local.data_dir = data_dir
     local.ingest.source_polling = False  # a command's own service lives as long as the command
@@ -61,12 +62,12 @@ async def connect(
     address, `start` services run embedded on free loopback ports until the block exits, allowed to
     read `allow_paths` (a running server reads only under its own ingest.allowed_roots)."""
     first = needed[0]
-    if await _serving(getattr(cfg.services, first).address, first):
+    if await _serving(getattr(cfg.services, first).target, first):
         channels = {
-            n: open_channel(getattr(cfg.services, n).address, token=cfg.services.token) for n in needed
+            n: open_channel(getattr(cfg.services, n).target, token=cfg.services.token) for n in needed
         }
         try:
-            yield Session(channels, False, {n: getattr(cfg.services, n).address for n in needed})
+            yield Session(channels, False, {n: getattr(cfg.services, n).target for n in needed})
         finally:
             for c in channels.values():
                 await c.close()

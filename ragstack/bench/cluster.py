@@ -1,0 +1,329 @@
+"""A cluster on one machine: each service replica a `ragstack serve --service X` process of its own,
+with a config file of its own, and a throwaway PostgreSQL server for the shared state. Used by
+`ragstack bench scale` and by the scale-out test (tests/e2e/test_scale_out.py).
+
+    with Postgres() as pg, Cluster(root, base, {"retrieve": 2, "ingest": 1}) as cluster:
+        base["state"] = {"url": pg.database("state")}      # before the first start
+        cluster.start_all()
+        cluster.procs["retrieve"][0].kill()                 # SIGKILL
+
+Peers dial every replica of a service (`services.<name>.dial: ipv4:127.0.0.1:P1,127.0.0.1:P2`), and
+each process serves Prometheus /metrics on a port of its own (the gateway on its HTTP port)."""
+
+from __future__ import annotations
+
+import copy
+import glob
+import os
+import pwd
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import httpx
+import yaml
+
+RAGSTACK = [sys.executable, "-m", "ragstack.cli.main"]
+# Peers before their callers, as in one process (ragstack/serve.py).
+ORDER = ("retrieve", "verify", "ingest", "agent", "gateway")
+_PG_SYSTEM_USER = "postgres"  # initdb and postgres refuse root: as root the server runs as this user
+
+
+def free_ports(n: int) -> list[int]:
+    """`n` distinct loopback ports that were free a moment ago."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+@dataclass
+class Replica:
+    """One `ragstack serve --service X` process."""
+
+    name: str  # e.g. retrieve-1
+    service: str
+    port: int
+    metrics_port: int
+    config: Path
+    log: Path
+    proc: subprocess.Popen[bytes]
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def url(self) -> str:
+        """The gateway's base URL."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def metrics(self) -> str:
+        return httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10).text
+
+    def rpcs_served(self, method: str) -> int:
+        """Calls of `method` (e.g. /ragstack.v1.RetrieveService/Search) this process answered OK."""
+        pattern = rf'ragstack_rpc_requests_total\{{code="OK",method="{re.escape(method)}"\}} (\S+)'
+        found = re.search(pattern, self.metrics())
+        return int(float(found.group(1))) if found else 0
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, as a crash or an OOM kill."""
+        if self.alive():
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+    def stop(self, timeout: float = 30) -> None:
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def log_tail(self, chars: int = 3000) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+
+class Cluster:
+    """`replicas` processes per service, under `root` (configs, logs, each one's data_dir). Every
+    process gets `base` (a config as a dict) with the services' ports and dial targets set."""
+
+    def __init__(self, root: Path, base: dict[str, Any], replicas: Mapping[str, int]) -> None:
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        self.base = base
+        self.ports = {s: free_ports(n) for s, n in replicas.items()}
+        self.procs: dict[str, list[Replica]] = {s: [] for s in replicas}
+        services = base.setdefault("services", {})
+        for service, ports in self.ports.items():
+            entry = services.setdefault(service, {})
+            entry["port"] = ports[0]
+            if service != "gateway":  # the gateway is HTTP: its callers pick an address themselves
+                entry["dial"] = "ipv4:" + ",".join(f"127.0.0.1:{p}" for p in ports)
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def target(self, service: str) -> str:
+        """The gRPC target that reaches every replica of `service`."""
+        return str(self.base["services"][service]["dial"])
+
+    def start(self, service: str, index: int, extra: Mapping[str, Any] | None = None) -> Replica:
+        """Starts replica `index` of `service` (not waiting for it), with `extra` merged into its
+        config; a replica started again after a kill keeps its port and data_dir."""
+        name = f"{service}-{index + 1}"
+        port = self.ports[service][index]
+        metrics = port if service == "gateway" else free_ports(1)[0]
+        own: dict[str, Any] = {
+            "data_dir": str(self.root / name),
+            "services": {service: {"port": port}},
+        }
+        if service != "gateway":
+            own["telemetry"] = {"metrics_port": metrics}
+        raw = _merge(_merge(self.base, own), extra or {})
+        config = self.root / f"{name}.yaml"
+        config.write_text(yaml.safe_dump(raw))
+        log = self.root / f"{name}.log"
+        with log.open("ab") as out:
+            proc = subprocess.Popen(
+                [*RAGSTACK, "-c", str(config), "serve", "--service", service],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "HF_HUB_OFFLINE": "1"},
+            )
+        replica = Replica(name, service, port, metrics, config, log, proc)
+        procs = self.procs[service]
+        if index < len(procs):
+            procs[index] = replica
+        else:
+            procs.append(replica)
+        return replica
+
+    def start_all(self, extra: Mapping[str, Mapping[str, Any]] | None = None, timeout_s: float = 300) -> None:
+        """Every replica of every service, peers first; returns when all serve. The first replica
+        of each service starts alone, as in a rollout: it creates the stores the others open.
+        `extra`: config merged into each replica of a service, by service."""
+        services = sorted(self.ports, key=ORDER.index)
+        for first in (True, False):
+            started = []
+            for service in services:
+                indexes = [0] if first else range(1, len(self.ports[service]))
+                started += [self.start(service, i, (extra or {}).get(service)) for i in indexes]
+            for replica in started:
+                self.wait_ready(replica, timeout_s)
+
+    def wait_ready(self, replica: Replica, timeout_s: float = 300) -> None:
+        """Until the process answers on its metrics port (opened once its services serve) or, for
+        the gateway, /health/live."""
+        path = "/health/live" if replica.service == "gateway" else "/metrics"
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if not replica.alive():
+                raise RuntimeError(
+                    f"{replica.name} exited ({replica.proc.returncode}):\n{replica.log_tail()}"
+                )
+            try:
+                if httpx.get(f"http://127.0.0.1:{replica.metrics_port}{path}", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"{replica.name} not serving after {timeout_s:.0f} s:\n{replica.log_tail()}"
+                )
+            time.sleep(0.3)
+
+    def stop(self, service: str) -> None:
+        for replica in self.procs.get(service, []):
+            replica.stop()
+
+    def close(self) -> None:
+        """SIGTERM to every live process (callers first), SIGKILL to any that does not stop."""
+        for service in reversed(ORDER):
+            self.stop(service)
+
+
+class Postgres:
+    """A throwaway PostgreSQL cluster: a temporary directory, a free loopback port, durability off
+    (a start takes a second or two), removed whole by `stop()`. The binaries are the distribution's
+    (/usr/lib/postgresql/<version>/bin: scripts/install_postgres.sh). `database(name)` creates a
+    database and gives its URL, as the superuser."""
+
+    def __init__(self, max_connections: int = 200) -> None:
+        self.max_connections = max_connections
+        self.port = 0
+        self.root: Path | None = None
+        self._password = secrets.token_hex(12)
+        self._bin: Path | None = None
+
+    def __enter__(self) -> Postgres:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    @staticmethod
+    def bin_dir() -> Path | None:
+        def version(path: str) -> tuple[int, ...]:
+            return tuple(int(p) for p in re.findall(r"\d+", Path(path).parent.name))
+
+        for candidate in sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=version, reverse=True):
+            if all(os.access(Path(candidate) / n, os.X_OK) for n in ("initdb", "pg_ctl", "postgres")):
+                return Path(candidate)
+        return None
+
+    def _cmd(self, *args: str) -> list[str]:
+        return ["runuser", "-u", _PG_SYSTEM_USER, "--", *args] if os.geteuid() == 0 else list(args)
+
+    def _run(self, *args: str) -> None:
+        done = subprocess.run(self._cmd(*args), cwd=self.root, capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            log = self.root / "server.log" if self.root else None
+            tail = log.read_text(errors="replace")[-2000:] if log and log.exists() else ""
+            raise RuntimeError(f"{Path(args[0]).name} failed: {done.stderr.strip() or done.stdout}\n{tail}")
+
+    def start(self) -> None:
+        self._bin = self.bin_dir()
+        if self._bin is None:
+            raise RuntimeError(
+                "no PostgreSQL under /usr/lib/postgresql/*/bin: run scripts/install_postgres.sh as root, "
+                "or give the URL of a server of yours"
+            )
+        # Not under a private temporary folder: the server may run as another user.
+        self.root = Path(tempfile.mkdtemp(prefix="ragstack-pg-"))
+        try:
+            pwfile = self.root / "pwfile"
+            pwfile.write_text(self._password + "\n")
+            if os.geteuid() == 0:
+                entry = pwd.getpwnam(_PG_SYSTEM_USER)
+                for path in (self.root, pwfile):
+                    os.chown(path, entry.pw_uid, entry.pw_gid)
+            data = self.root / "data"
+            self._run(
+                str(self._bin / "initdb"),
+                *("-D", str(data), "-U", "postgres", f"--pwfile={pwfile}"),
+                *("--auth-local=scram-sha-256", "--auth-host=scram-sha-256", "--encoding=UTF8"),
+                *("--locale=C", "--no-sync", "--no-instructions"),
+            )
+            pwfile.unlink()
+            self.port = free_ports(1)[0]
+            options = (
+                f"-c listen_addresses=127.0.0.1 -p {self.port} -c unix_socket_directories={self.root} "
+                f"-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+                f"-c max_connections={self.max_connections} -c log_min_messages=warning"
+            )
+            self._run(
+                str(self._bin / "pg_ctl"),
+                *("-D", str(data), "-l", str(self.root / "server.log"), "-o", options, "-w", "start"),
+            )
+        except BaseException:
+            self.stop()
+            raise
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql://postgres:{self._password}@127.0.0.1:{self.port}/{database}"
+
+    def database(self, name: str) -> str:
+        """A new empty database `name`: its URL."""
+        import psycopg
+
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return self.url(name)
+
+    def stop(self) -> None:
+        if self.root is None:
+            return
+        data = self.root / "data"
+        if self._bin is not None and (data / "postmaster.pid").exists():
+            try:
+                self._run(str(self._bin / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop")
+            except (RuntimeError, subprocess.TimeoutExpired):
+                pass
+        shutil.rmtree(self.root, ignore_errors=True)
+        self.root = None
+
+
+def sum_rpcs(replicas: Sequence[Replica], method: str) -> list[int]:
+    """Each live replica's count of `method` calls answered (0 for a dead one)."""
+    return [r.rpcs_served(method) if r.alive() else 0 for r in replicas]
