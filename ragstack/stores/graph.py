@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from ragstack.domain import acl_allows
 from ragstack.knowledge_graph import Community, EntityMention, KnowledgeGraph, Relation
-from ragstack.stores.location import connect_lancedb, latest_version
+from ragstack.stores.location import connect_lancedb, create_or_open, latest_version, table_names
 from ragstack.stores.vectors import sql_str
 
 ENTITIES, RELATIONS, COMMUNITIES = "graph_entities", "graph_relations", "graph_communities"
@@ -126,10 +126,10 @@ class GraphStore:
         self._graphs: dict[str, _Loaded] = {}
         self._communities: dict[str, tuple[int, list[Community], np.ndarray]] = {}
         if writer:
-            existing = set(self._db.list_tables().tables)
+            existing = set(table_names(self._db))
             for name, schema in self._schemas.items():
                 if name not in existing:
-                    self._db.create_table(name, schema=schema)
+                    create_or_open(self._db, name, schema)
 
     def _table(self, name: str) -> Any:
         if name not in self._tables and name in self._db.list_tables().tables:

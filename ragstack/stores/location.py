@@ -14,7 +14,8 @@ def connect_lancedb(
     options: Mapping[str, str] | None = None,
     max_staleness_s: float = 0.0,
 ) -> Any:
-    """A LanceDB connection. The single writer needs no check for commits. A reader (another
+    """A LanceDB connection. A writer needs no check for commits (ingest workers that share the
+    stores reopen the tables at each turn: services/ingest/unit_of_work.py). A reader (another
     connection, maybe another process or machine) checks for the writer's commits on every read
     in a folder, where a check is a directory listing; on object storage, where each check is a
     request, at most every `max_staleness_s` (0: on every read too)."""
@@ -29,6 +30,17 @@ def connect_lancedb(
         read_consistency_interval=interval,
         storage_options=dict(options) if options else None,
     )
+
+
+def create_or_open(db: Any, name: str, schema: Any) -> Any:
+    """Table `name`, created with `schema` if it does not exist yet: two writers starting at once
+    on new shared stores both get it (one creates it, the other opens it)."""
+    try:
+        return db.create_table(name, schema=schema, exist_ok=True)
+    except Exception:
+        if name in table_names(db):  # the other writer's create won the race
+            return db.open_table(name)
+        raise
 
 
 def latest_version(table: Any) -> int:

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from ragstack.domain import Chunk, SearchFilter, heading_key
-from ragstack.stores.location import connect_lancedb, latest_version
+from ragstack.stores.location import connect_lancedb, create_or_open, latest_version
 
 TABLE = "chunks"
 GROUPS = "groups"  # the document's ACL groups; empty or null (a table from before ACLs): public
@@ -246,7 +246,7 @@ class VectorStore:
         if TABLE in self._db.list_tables().tables:
             self._open()
         elif writer:
-            self._table = self._db.create_table(TABLE, schema=_schema(dimension))
+            self._table = create_or_open(self._db, TABLE, _schema(dimension))
 
     def _open(self) -> Any:
         if self._table is None:

@@ -111,7 +111,7 @@ def test_two_workers_writing_at_once_lose_nothing(tmp_path: Path, embedder: Any)
     reader = LexicalStore(tmp_path / "tantivy")
     assert reader.count("default") == len(rows)
     for name in ("alpha7", "beta11"):
-        assert [c.source for c, _ in reader.search(name, "default", 3)][0].endswith(
+        assert next(c.source for c, _ in reader.search(name, "default", 3)).endswith(
             name.replace("alpha", "alpha-").replace("beta", "beta-") + ".md"
         )
 
@@ -178,3 +178,27 @@ def test_a_unit_a_dead_worker_left_half_written_is_undone_by_the_next_turn(
     assert table is not None
     texts = [r["text"] for r in table.search().limit(100).to_list()]
     assert not any("lost0" in t for t in texts) and any("next0" in t for t in texts)
+
+
+def test_workers_starting_at_once_on_new_stores_both_open_them(tmp_path: Path, embedder: Any) -> None:
+    from ragstack.stores.graph import GraphStore
+
+    errors: list[BaseException] = []
+    together = threading.Barrier(4)
+
+    def start() -> None:
+        try:
+            for round in range(3):  # each round on a new folder: the creates race
+                together.wait()
+                VectorStore(tmp_path / f"lance{round}", embedder.dimension, writer=True)
+                GraphStore(tmp_path / f"lance{round}", embedder.dimension, writer=True)
+        except BaseException as err:
+            errors.append(err)
+            together.abort()  # the others stop waiting for this one
+
+    threads = [threading.Thread(target=start) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
