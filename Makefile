@@ -80,6 +80,7 @@ serve: install  ## run all four services and the gateway on loopback
 # beside other libraries scores a little differently. From scratch, the figures repeat exactly.
 EVAL_DIR ?= .ragstack/eval
 IN       = RAGSTACK__DATA_DIR=$(EVAL_DIR)/$(1)
+FB       = RAGSTACK__RETRIEVE__FEEDBACK_
 
 eval: install  ## every quality figure in the README, in its order (about two hours on 2 cores)
 	@# Retrieval. SciFact train: in-sample (heading_boost, fusion, page search were chosen on it).
@@ -98,6 +99,13 @@ eval: install  ## every quality figure in the README, in its order (about two ho
 		$(BIN)/ragstack eval retrieval $(DATA)/hotpotqa_dev200 --split dev --mode hybrid --json
 	@$(call IN,hotpotqa) RAGSTACK__RETRIEVE__GRAPH_WEIGHT=0.1 \
 		$(BIN)/ragstack eval retrieval $(DATA)/hotpotqa_dev200 --split dev --mode hybrid --json
+	@# Pseudo-relevance feedback (off): tuned on SciFact half a and MuSiQue, reported on half b and HotpotQA.
+	@for set in "scifact train --half a" "scifact train --half b" "musique_train100 train" "hotpotqa_dev200 dev"; do \
+		set -- $$set; in="RAGSTACK__DATA_DIR=$(EVAL_DIR)/$${1%%_*}"; data=$(DATA)/$$1 split=$$2; shift 2; \
+		for fb in "" "$(FB)DOCUMENTS=3" "$(FB)DOCUMENTS=1 $(FB)LEXICAL_WEIGHT=0 $(FB)DENSE_WEIGHT=0.2"; do \
+			env $$in $$fb $(BIN)/ragstack eval retrieval $$data --split $$split "$$@" --mode hybrid --json; done; \
+		for fb in "" "$(FB)DOCUMENTS=3 $(FB)LEXICAL_WEIGHT=0.3"; do \
+			env $$in $$fb $(BIN)/ragstack eval retrieval $$data --split $$split "$$@" --mode lexical --json; done; done
 	@# Answers. musique_train100 tunes the multi-hop path; HotpotQA dev200 reports it.
 	@$(call IN,musique) $(BIN)/ragstack eval qa $(DATA)/musique_train100 --json
 	@$(call IN,musique) RAGSTACK__GENERATION__BRIDGE_SEARCHES=0 \

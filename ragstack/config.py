@@ -430,6 +430,31 @@ class RetrieveConfig(_Strict):
     graph_communities: int = Field(
         3, ge=1, le=50, description="Graph global search: community summaries whose chunks are returned."
     )
+    feedback_documents: int = Field(
+        0,
+        ge=0,
+        le=50,
+        description="Pseudo-relevance feedback (lexical and hybrid modes): the first search's best "
+        "documents, taken as relevant, move a second search (0: off; it did not help on SciFact, "
+        "MuSiQue or HotpotQA: README, Results).",
+    )
+    feedback_terms: int = Field(
+        30, ge=1, le=200, description="Feedback: terms of those documents added to the lexical query (RM3)."
+    )
+    feedback_lexical_weight: float = Field(
+        0.1,
+        ge=0,
+        le=0.9,
+        description="Feedback: the added terms' share of the lexical query's weight (0: no second "
+        "lexical search).",
+    )
+    feedback_dense_weight: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="Feedback: how far the query vector moves towards those documents' mean vector "
+        "(Rocchio; 0: no second dense search).",
+    )
 
 
 class GenerationConfig(_Strict):

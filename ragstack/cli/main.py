@@ -213,9 +213,18 @@ def eval_group() -> None:
     show_default=True,
     help="Retrieval strategy (auto: the retrieve service's default; graph: graph local search).",
 )
+@click.option(
+    "--half",
+    type=click.Choice(["a", "b"]),
+    default=None,
+    help="Only the split's queries in this half (fixed by a hash of the query id): tune on one "
+    "half, report the other.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object on stdout.")
 @click.pass_context
-def eval_retrieval(ctx: click.Context, folder: Path, split: str, mode: str, as_json: bool) -> None:
+def eval_retrieval(
+    ctx: click.Context, folder: Path, split: str, mode: str, half: str | None, as_json: bool
+) -> None:
     """nDCG@10, recall@10/100, MRR@10 and latency of FOLDER's judged queries.
 
     The corpus is ingested into a library of its own (`beir-<folder>`); unchanged documents are
@@ -225,8 +234,8 @@ def eval_retrieval(ctx: click.Context, folder: Path, split: str, mode: str, as_j
 
     _evaluate(
         ctx,
-        lambda cfg, progress: evaluate(cfg, folder, split, mode, progress),
-        lambda r: f"retrieval: {r['dataset']} ({split}), {mode}",
+        lambda cfg, progress: evaluate(cfg, folder, split, mode, progress, half),
+        lambda r: f"retrieval: {r['dataset']} ({r['split']}), {mode}",
         as_json,
     )
 

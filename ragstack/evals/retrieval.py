@@ -3,6 +3,7 @@ skipped), run every judged query through the retrieve service over gRPC, report 
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +16,14 @@ from ragstack.evals import beir
 from ragstack.evals.metrics import mrr_at_k, ndcg_at_k, percentile, recall_at_k, unique_in_order
 from ragstack.rpc.clients import RetrieveClient
 
+HALVES = ("a", "b")
+
+
+def query_half(query_id: str) -> str:
+    """`a` or `b`, fixed by a hash of the query id: two halves of a split that any run draws
+    alike, so that settings chosen on one can be reported on the other."""
+    return HALVES[hashlib.sha1(query_id.encode()).digest()[0] % 2]
+
 
 async def evaluate(
     cfg: Config,
@@ -22,8 +31,10 @@ async def evaluate(
     split: str,
     mode: str,
     on_progress: Callable[[str, int, int], None] = lambda stage, done, total: None,
+    half: str | None = None,
 ) -> dict[str, Any]:
     data = beir.load(folder, split)
+    queries = {q: t for q, t in data.queries.items() if half is None or query_half(q) == half}
     depth = min(100, cfg.retrieve.max_top_k)
     async with connect(
         cfg, needed=("ingest", "retrieve"), start=("retrieve", "ingest"), allow_paths=[str(data.corpus)]
@@ -34,7 +45,7 @@ async def evaluate(
         retrieve = RetrieveClient(session.channels["retrieve"], cfg.deadlines.retrieve_s)
         per_query: dict[str, dict[str, float]] = {}
         latencies: list[float] = []
-        for n, (qid, text) in enumerate(data.queries.items(), start=1):
+        for n, (qid, text) in enumerate(queries.items(), start=1):
             start = time.perf_counter()
             hits, _ = await retrieve.search(text, data.library, depth, d.SearchMode(mode))
             latencies.append((time.perf_counter() - start) * 1000)
@@ -46,14 +57,14 @@ async def evaluate(
                 "recall@100": recall_at_k(ranked, judged, 100),
                 "mrr@10": mrr_at_k(ranked, judged, 10),
             }
-            on_progress("queries", n, len(data.queries))
+            on_progress("queries", n, len(queries))
     count = len(per_query)
     means = {
         m: round(sum(q[m] for q in per_query.values()) / count, 4) for m in next(iter(per_query.values()))
     }
     return {
         "dataset": data.name,
-        "split": split,
+        "split": split if half is None else f"{split}, half {half}",
         "mode": mode,
         "library": data.library,
         "queries": count,
@@ -69,6 +80,16 @@ async def evaluate(
         # The settings the README's rows vary (as this process sees them; a running server's own).
         "settings": {
             k: getattr(cfg.retrieve, k)
-            for k in ("fusion", "dense_weight", "heading_boost", "page_search", "graph_weight")
+            for k in (
+                "fusion",
+                "dense_weight",
+                "heading_boost",
+                "page_search",
+                "graph_weight",
+                "feedback_documents",
+                "feedback_terms",
+                "feedback_lexical_weight",
+                "feedback_dense_weight",
+            )
         },
     }

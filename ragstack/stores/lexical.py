@@ -15,7 +15,7 @@ import re
 import shutil
 import sys
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +89,19 @@ def query_terms(text: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(text)]
 
 
+def _text_analyzer() -> Any:
+    """tantivy's `en_stem` chain, so that feedback terms are the terms the `text` field holds."""
+    import tantivy
+
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(40))
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.stemmer("english"))
+        .build()
+    )
+
+
 class LexicalStore:
     def __init__(
         self,
@@ -117,6 +130,7 @@ class LexicalStore:
         self._replaced = _replaced_token(path)
         self._index, self._acl = _open_index(path)
         self._writer = None
+        self._analyzer: Any = None
         self._shared = writer and shared
         if writer and not shared:
             self._open_writer()
@@ -258,11 +272,17 @@ class LexicalStore:
         return True
 
     def search(
-        self, query: str, library: str, k: int, where: SearchFilter | None = None
+        self,
+        query: str,
+        library: str,
+        k: int,
+        where: SearchFilter | None = None,
+        expansion: Mapping[str, float] | None = None,
     ) -> list[tuple[Chunk, float]]:
-        """BM25 over chunks."""
+        """BM25 over chunks; `expansion` adds weighted `text` terms (analysed, as from `analyze`)
+        as optional clauses: pseudo-relevance feedback."""
         out = []
-        for doc, score in self._search("chunk", query, library, k, where or SearchFilter()):
+        for doc, score in self._search("chunk", query, library, k, where or SearchFilter(), expansion):
             meta = json.loads(doc["meta"][0])
             chunk = Chunk(
                 chunk_id=doc["chunk_id"][0],
@@ -293,8 +313,28 @@ class LexicalStore:
             for doc, score in self._search("page", query, library, k, where)
         ]
 
+    def analyze(self, texts: Sequence[str]) -> list[list[str]]:
+        """Each text's terms as the `text` field indexes them (stemmed, lower-cased)."""
+        if self._analyzer is None:
+            self._analyzer = _text_analyzer()
+        return [self._analyzer.analyze(t) for t in texts]
+
+    def document_frequencies(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+        """How many indexed entries (chunks and pages, all libraries) hold each `text` term, and
+        how many entries there are: the statistics BM25's idf uses."""
+        if not self._refresh():
+            return {}, 0
+        searcher = self._index.searcher()
+        return {t: int(searcher.doc_freq("text", t)) for t in terms}, int(searcher.num_docs)
+
     def _search(
-        self, kind: str, query: str, library: str, k: int, where: SearchFilter
+        self,
+        kind: str,
+        query: str,
+        library: str,
+        k: int,
+        where: SearchFilter,
+        expansion: Mapping[str, float] | None = None,
     ) -> list[tuple[Any, float]]:
         import tantivy
 
@@ -306,6 +346,18 @@ class LexicalStore:
         index, has_groups = self._index, self._acl
         schema = index.schema
         text_query = index.parse_query(" ".join(terms), list(self._boosts), field_boosts=self._boosts)
+        if expansion:
+            text_query = tantivy.Query.boolean_query(
+                [(tantivy.Occur.Should, text_query)]
+                + [
+                    (
+                        tantivy.Occur.Should,
+                        tantivy.Query.boost_query(tantivy.Query.term_query(schema, "text", t), w),
+                    )
+                    for t, w in sorted(expansion.items())
+                    if w > 0
+                ]
+            )
         clauses = [
             (tantivy.Occur.Must, text_query),
             (tantivy.Occur.Must, tantivy.Query.term_query(schema, "library", library)),

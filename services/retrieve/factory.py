@@ -21,7 +21,7 @@ from services.retrieve.databases import Databases
 from services.retrieve.freshness import Freshness
 from services.retrieve.graph_search import GraphSearch
 from services.retrieve.page_picture import ChunkPictures
-from services.retrieve.searcher import Searcher
+from services.retrieve.searcher import Feedback, Searcher
 from services.retrieve.servicer import RetrieveServicer, register
 
 # The stores of shared state this service opens (`ragstack migrate` brings them all up to date).
@@ -81,6 +81,12 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         query_embedder=res.query_embedder,
         max_batch=cfg.models.batch_size,
         batch_window_s=cfg.retrieve.batch_window_ms / 1000,
+        feedback=Feedback(
+            documents=cfg.retrieve.feedback_documents,
+            terms=cfg.retrieve.feedback_terms,
+            lexical_weight=cfg.retrieve.feedback_lexical_weight,
+            dense_weight=cfg.retrieve.feedback_dense_weight,
+        ),
     )
     registry = DatabaseRegistry(
         open_state(cfg.state, cfg.data_dir, database_store.STORE, database_store.MIGRATIONS),

@@ -8,7 +8,7 @@ candidate, so top_k is filled from visible documents and no score depends on a h
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -27,7 +27,8 @@ from ragstack.domain import (
     SignalScore,
 )
 from ragstack.errors import InvalidArgument, NotFound
-from ragstack.text import content_words
+from ragstack.text import STOPWORDS, content_words
+from services.retrieve.feedback import expansion_terms, rocchio
 from services.retrieve.fusion import normalized_score_fusion, reciprocal_rank_fusion
 from services.retrieve.graph_search import GraphSearch
 
@@ -61,15 +62,38 @@ class DenseIndex(Protocol):
     def chunks_by_id(
         self, library: str, chunk_ids: Sequence[str], acl: tuple[str, ...] | None = None
     ) -> list[Chunk]: ...
+    def vectors_by_id(self, library: str, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]: ...
 
 
 class LexicalIndex(Protocol):
     def search(
-        self, query: str, library: str, k: int, where: SearchFilter | None = None
+        self,
+        query: str,
+        library: str,
+        k: int,
+        where: SearchFilter | None = None,
+        expansion: Mapping[str, float] | None = None,
     ) -> list[tuple[Chunk, float]]: ...
     def search_pages(
         self, query: str, library: str, k: int, where: SearchFilter | None = None
     ) -> list[tuple[str, int, float]]: ...
+    def analyze(self, texts: Sequence[str]) -> list[list[str]]: ...
+    def document_frequencies(self, terms: Sequence[str]) -> tuple[dict[str, int], int]: ...
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """Pseudo-relevance feedback (services/retrieve/feedback.py): the first search's best
+    `documents` (one chunk each) move a second search. Off at 0 documents."""
+
+    documents: int = 0
+    terms: int = 30  # lexical: expansion terms added
+    lexical_weight: float = 0.1  # RM3's interpolation: the added terms' share of the query's weight
+    dense_weight: float = 0.0  # Rocchio: how far the query vector moves towards theirs
+
+    @property
+    def on(self) -> bool:
+        return self.documents > 0 and (self.lexical_weight > 0 or self.dense_weight > 0)
 
 
 class Reranker(Protocol):
@@ -119,6 +143,7 @@ class Searcher:
         query_embedder: QueryEmbedder | None = None,
         max_batch: int = 32,
         batch_window_s: float = 0.0,
+        feedback: Feedback = Feedback(),
     ) -> None:
         """`embedder` embeds Score's texts; `query_embedder` (the same when not given) search
         queries. Each model, and the reranker, runs concurrent requests in shared batches."""
@@ -149,6 +174,8 @@ class Searcher:
         self._page_search = page_search
         self._graph = graph
         self._graph_weight = graph_weight
+        self._feedback = feedback
+        self._stopterms: frozenset[str] | None = None
         if graph_weight:
             self._weights = {
                 **{s: w * (1.0 - graph_weight) for s, w in self._weights.items()},
@@ -180,22 +207,7 @@ class Searcher:
             found, communities = await self._graph_global(text, q.library, n, where)
             hits = _single("graph", found)
         else:
-            searches = {"lexical": self._lexical_hits(text, q.library, n, where)}
-            if mode == SearchMode.HYBRID:
-                searches["dense"] = self._dense_hits(text, q.library, n, where)
-                if self._graph_weight and self._graph is not None:
-                    searches["graph"] = self._graph_local(text, q.library, n, where)
-            if self._page_search:
-                searches["pages"] = self._page_hits(text, q.library, n, where)
-            found_lists = dict(zip(searches, await asyncio.gather(*searches.values()), strict=True))
-            if "pages" in found_lists:
-                found_lists["lexical"] = merge_page_hits(found_lists["lexical"], found_lists.pop("pages"))
-            if mode == SearchMode.LEXICAL:
-                hits = _single("lexical", found_lists["lexical"])
-            elif self._rerank_pairs is not None:  # capped after reranking, below
-                hits = self._fuse(found_lists, k * self._rerank_factor, 0)
-            else:
-                hits = self._fuse(found_lists, k, cap)
+            hits = await self._text_search(text, q.library, n, where, mode, k, cap)
         if self._rerank_pairs is not None:
             hits = await self._rerank(text, hits[: k * self._rerank_factor])
         hits = cap_per_document(hits, cap)[:k]
@@ -224,6 +236,91 @@ class Searcher:
             vector = (await self._embed_query([query]))[0]
             hits, communities = await asyncio.to_thread(graph.global_, vector, library, k, where)
         return hits, tuple(communities)
+
+    async def _text_search(
+        self, text: str, library: str, n: int, where: SearchFilter, mode: SearchMode, k: int, cap: int
+    ) -> list[SearchHit]:
+        """Lexical or hybrid: each signal's `n` candidates, fused (hybrid) into the first `k` hits
+        at most `cap` a document (`k` times the rerank factor, uncapped, for the reranker)."""
+        vectors: dict[str, np.ndarray] = {}
+        searches = {"lexical": self._lexical_hits(text, library, n, where)}
+        if mode == SearchMode.HYBRID:
+            searches["dense"] = self._dense_hits(text, library, n, where, keep=vectors)
+            if self._graph_weight and self._graph is not None:
+                searches["graph"] = self._graph_local(text, library, n, where)
+        if self._page_search:
+            searches["pages"] = self._page_hits(text, library, n, where)
+        found_lists = dict(zip(searches, await asyncio.gather(*searches.values()), strict=True))
+        if self._feedback.on:
+            found_lists = await self._second_search(text, library, n, where, found_lists, vectors)
+        if "pages" in found_lists:
+            found_lists["lexical"] = merge_page_hits(found_lists["lexical"], found_lists.pop("pages"))
+        if mode == SearchMode.LEXICAL:
+            return _single("lexical", found_lists["lexical"])
+        if self._rerank_pairs is not None:  # capped after reranking
+            return self._fuse(found_lists, k * self._rerank_factor, 0)
+        return self._fuse(found_lists, k, cap)
+
+    async def _second_search(
+        self,
+        text: str,
+        library: str,
+        n: int,
+        where: SearchFilter,
+        lists: dict[str, list[tuple[Chunk, float]]],
+        vectors: dict[str, np.ndarray],
+    ) -> dict[str, list[tuple[Chunk, float]]]:
+        """The lexical and dense lists searched again, moved towards the first search's best
+        documents: the fused lists' in hybrid mode (better feedback than either list alone)."""
+        fb = self._feedback
+        first: dict[str, list[tuple[Chunk, float]]] = {
+            s: lists[s] for s in ("lexical", "dense", "graph") if s in lists
+        }
+        if len(first) > 1:
+            top = self._fuse(first, fb.documents, 1)
+        else:
+            top = cap_per_document(_single("lexical", first["lexical"]), 1)[: fb.documents]
+        if not top:
+            return lists
+        with tracer.start_as_current_span("retrieve.feedback", attributes={"documents": len(top)}):
+            again = {}
+            if fb.lexical_weight > 0:
+                again["lexical"] = asyncio.to_thread(self._expanded_search, text, library, n, where, top)
+            if fb.dense_weight > 0 and "query" in vectors:
+                again["dense"] = asyncio.to_thread(
+                    self._moved_search, vectors["query"], library, n, where, top
+                )
+            found = dict(zip(again, await asyncio.gather(*again.values()), strict=True))
+        return {**lists, **found}
+
+    def _expanded_search(
+        self, text: str, library: str, n: int, where: SearchFilter, top: list[SearchHit]
+    ) -> list[tuple[Chunk, float]]:
+        """RM3: the query plus the feedback's typical terms, which together weigh
+        lexical_weight / (1 - lexical_weight) times the query's own terms (each weighs 1)."""
+        fb = self._feedback
+        if self._stopterms is None:
+            self._stopterms = frozenset(t for ws in self._lexical.analyze(sorted(STOPWORDS)) for t in ws)
+        query, *texts = self._lexical.analyze([text, *(h.chunk.text for h in top)])
+        frequencies, entries = self._lexical.document_frequencies(sorted({t for ws in texts for t in ws}))
+        terms = expansion_terms(
+            [(ws, h.score) for ws, h in zip(texts, top, strict=True)],
+            frequencies,
+            entries,
+            fb.terms,
+            self._stopterms,
+        )
+        share = min(fb.lexical_weight, 0.9)  # the config's bound: at 1 the query itself would vanish
+        scale = share / (1.0 - share) * max(1, len(set(query)))
+        return self._lexical.search(text, library, n, where, {t: w * scale for t, w in terms.items()})
+
+    def _moved_search(
+        self, vector: np.ndarray, library: str, n: int, where: SearchFilter, top: list[SearchHit]
+    ) -> list[tuple[Chunk, float]]:
+        found = self._dense.vectors_by_id(library, [h.chunk.chunk_id for h in top])
+        return self._dense.search(
+            rocchio(vector, list(found.values()), self._feedback.dense_weight), library, n, where
+        )
 
     def _fuse(self, lists: dict[str, list[tuple[Chunk, float]]], limit: int, cap: int) -> list[SearchHit]:
         with tracer.start_as_current_span("retrieve.fuse", attributes={"fusion": self._fusion}):
@@ -325,10 +422,18 @@ class Searcher:
             return await asyncio.to_thread(self._lexical.search, query, library, k, where)
 
     async def _dense_hits(
-        self, query: str, library: str, k: int, where: SearchFilter
+        self,
+        query: str,
+        library: str,
+        k: int,
+        where: SearchFilter,
+        keep: dict[str, np.ndarray] | None = None,
     ) -> list[tuple[Chunk, float]]:
+        """Nearest chunks to the query's vector, which `keep` gets (as "query") for feedback."""
         with tracer.start_as_current_span("retrieve.dense"):
             vector = (await self._embed_query([query]))[0]
+            if keep is not None:
+                keep["query"] = vector
             return await asyncio.to_thread(self._dense.search, vector, library, k, where)
 
 
