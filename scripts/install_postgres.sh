@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A real PostgreSQL server for the SQL-fence tests (tests/tools/postgres.py starts a throwaway one).
+# A real PostgreSQL server for the tests and `ragstack bench scale` (ragstack/bench/postgres.py starts
+# a throwaway one).
 # Idempotent: installs the distribution's `postgresql` package only when no initdb is found under
 # /usr/lib/postgresql/*/bin, and only as root with apt-get. It never fails the build: when it cannot
 # install, it says so loudly and the PostgreSQL tests skip with the same message.

@@ -1,8 +1,8 @@
 """A cluster on one machine: each service replica a `ragstack serve --service X` process of its own,
-with a config file of its own, and a throwaway PostgreSQL server for the shared state. Used by
-`ragstack bench scale` and by the scale-out test (tests/e2e/test_scale_out.py).
+with a config file of its own; the shared state on a throwaway PostgreSQL server (ragstack/bench/
+postgres.py). Used by `ragstack bench scale` and by the scale-out test (tests/e2e/test_scale_out.py).
 
-    with Postgres() as pg, Cluster(root, base, {"retrieve": 2, "ingest": 1}) as cluster:
+    with PostgresServer(200) as pg, Cluster(root, base, {"retrieve": 2, "ingest": 1}) as cluster:
         base["state"] = {"url": pg.database("state")}      # before the first start
         cluster.start_all()
         cluster.procs["retrieve"][0].kill()                 # SIGKILL
@@ -13,17 +13,12 @@ each process serves Prometheus /metrics on a port of its own (the gateway on its
 from __future__ import annotations
 
 import copy
-import glob
 import os
-import pwd
 import re
-import secrets
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -37,7 +32,6 @@ import yaml
 RAGSTACK = [sys.executable, "-m", "ragstack.cli.main"]
 # Peers before their callers, as in one process (ragstack/serve.py).
 ORDER = ("retrieve", "verify", "ingest", "agent", "gateway")
-_PG_SYSTEM_USER = "postgres"  # initdb and postgres refuse root: as root the server runs as this user
 
 
 def free_ports(n: int) -> list[int]:
@@ -218,110 +212,6 @@ class Cluster:
         """SIGTERM to every live process (callers first), SIGKILL to any that does not stop."""
         for service in reversed(ORDER):
             self.stop(service)
-
-
-class Postgres:
-    """A throwaway PostgreSQL cluster: a temporary directory, a free loopback port, durability off
-    (a start takes a second or two), removed whole by `stop()`. The binaries are the distribution's
-    (/usr/lib/postgresql/<version>/bin: scripts/install_postgres.sh). `database(name)` creates a
-    database and gives its URL, as the superuser."""
-
-    def __init__(self, max_connections: int = 200) -> None:
-        self.max_connections = max_connections
-        self.port = 0
-        self.root: Path | None = None
-        self._password = secrets.token_hex(12)
-        self._bin: Path | None = None
-
-    def __enter__(self) -> Postgres:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
-    @staticmethod
-    def bin_dir() -> Path | None:
-        def version(path: str) -> tuple[int, ...]:
-            return tuple(int(p) for p in re.findall(r"\d+", Path(path).parent.name))
-
-        for candidate in sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=version, reverse=True):
-            if all(os.access(Path(candidate) / n, os.X_OK) for n in ("initdb", "pg_ctl", "postgres")):
-                return Path(candidate)
-        return None
-
-    def _cmd(self, *args: str) -> list[str]:
-        return ["runuser", "-u", _PG_SYSTEM_USER, "--", *args] if os.geteuid() == 0 else list(args)
-
-    def _run(self, *args: str) -> None:
-        done = subprocess.run(self._cmd(*args), cwd=self.root, capture_output=True, text=True, timeout=120)
-        if done.returncode != 0:
-            log = self.root / "server.log" if self.root else None
-            tail = log.read_text(errors="replace")[-2000:] if log and log.exists() else ""
-            raise RuntimeError(f"{Path(args[0]).name} failed: {done.stderr.strip() or done.stdout}\n{tail}")
-
-    def start(self) -> None:
-        self._bin = self.bin_dir()
-        if self._bin is None:
-            raise RuntimeError(
-                "no PostgreSQL under /usr/lib/postgresql/*/bin: run scripts/install_postgres.sh as root, "
-                "or give the URL of a server of yours"
-            )
-        # Not under a private temporary folder: the server may run as another user.
-        self.root = Path(tempfile.mkdtemp(prefix="ragstack-pg-"))
-        try:
-            pwfile = self.root / "pwfile"
-            pwfile.write_text(self._password + "\n")
-            if os.geteuid() == 0:
-                entry = pwd.getpwnam(_PG_SYSTEM_USER)
-                for path in (self.root, pwfile):
-                    os.chown(path, entry.pw_uid, entry.pw_gid)
-            data = self.root / "data"
-            self._run(
-                str(self._bin / "initdb"),
-                *("-D", str(data), "-U", "postgres", f"--pwfile={pwfile}"),
-                *("--auth-local=scram-sha-256", "--auth-host=scram-sha-256", "--encoding=UTF8"),
-                *("--locale=C", "--no-sync", "--no-instructions"),
-            )
-            pwfile.unlink()
-            self.port = free_ports(1)[0]
-            options = (
-                f"-c listen_addresses=127.0.0.1 -p {self.port} -c unix_socket_directories={self.root} "
-                f"-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
-                f"-c max_connections={self.max_connections} -c log_min_messages=warning"
-            )
-            self._run(
-                str(self._bin / "pg_ctl"),
-                *("-D", str(data), "-l", str(self.root / "server.log"), "-o", options, "-w", "start"),
-            )
-        except BaseException:
-            self.stop()
-            raise
-
-    def url(self, database: str = "postgres") -> str:
-        return f"postgresql://postgres:{self._password}@127.0.0.1:{self.port}/{database}"
-
-    def database(self, name: str) -> str:
-        """A new empty database `name`: its URL."""
-        import psycopg
-
-        with psycopg.connect(self.url(), autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        return self.url(name)
-
-    def stop(self) -> None:
-        if self.root is None:
-            return
-        data = self.root / "data"
-        if self._bin is not None and (data / "postmaster.pid").exists():
-            try:
-                self._run(str(self._bin / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop")
-            except (RuntimeError, subprocess.TimeoutExpired):
-                pass
-        shutil.rmtree(self.root, ignore_errors=True)
-        self.root = None
 
 
 def sum_rpcs(replicas: Sequence[Replica], method: str) -> list[int]:

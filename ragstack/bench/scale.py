@@ -2,12 +2,12 @@
 retrieve replicas, and ingest throughput with 1 and 2 ingest workers, side by side with the ratio.
 
 Every replica and worker is `ragstack serve --service X` in a process of its own (ragstack/bench/
-cluster.py), as in a deployment: the shared state in PostgreSQL (a throwaway server unless
-`state_url` names one), LanceDB and the lexical snapshots in folders all of them share. Ingest: the
-first `documents` documents of a BEIR corpus, split into two libraries, submitted as two jobs to the
-shared queue; the clock runs from submission until both are done. Queries: the dataset's queries,
-searched once each by `concurrency` clients in a process of their own, over one channel that dials
-every replica (round-robin).
+cluster.py), as in a deployment: the shared state in PostgreSQL (a throwaway server, ragstack/
+bench/postgres.py, unless `state_url` names one), LanceDB and the lexical snapshots in folders all of
+them share. Ingest: the first `documents` documents of a BEIR corpus, split into two libraries,
+submitted as two jobs to the shared queue; the clock runs from submission until both are done.
+Queries: the dataset's queries, searched once each by `concurrency` clients in a process of their
+own, over one channel that dials every replica (round-robin).
 
 On a machine with few cores the processes share the same cores: the ratio then shows what the second
 process costs (memory, a second model, contention), not what it gains on a machine of its own."""
@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from ragstack import domain as d
-from ragstack.bench.cluster import Cluster, Postgres
+from ragstack.bench.cluster import Cluster
+from ragstack.bench.postgres import PostgresError, PostgresServer, unavailable_reason
 from ragstack.bench.query import run_clients
 from ragstack.config import Config
 from ragstack.evals import beir
@@ -47,7 +48,10 @@ def _state(state_url: str) -> Iterator[Callable[[str], dict[str, Any]]]:
         run = secrets.token_hex(3)
         yield lambda case: {"url": state_url, "schema_prefix": f"bench{run}_{case}"}
         return
-    with Postgres() as pg:
+    reason = unavailable_reason()
+    if reason:
+        raise PostgresError(f"{reason}; or give the URL of a server of yours (--state-url)")
+    with PostgresServer(max_connections=200) as pg:
         urls: dict[str, str] = {}
         yield lambda case: {"url": urls.get(case) or urls.setdefault(case, pg.database(case))}
 

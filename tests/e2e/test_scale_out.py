@@ -19,7 +19,8 @@ import httpx
 import pytest
 
 from ragstack import domain as d
-from ragstack.bench.cluster import Cluster, Postgres
+from ragstack.bench.cluster import Cluster
+from ragstack.bench.postgres import PostgresServer, unavailable_reason
 from ragstack.rpc.clients import IngestClient, RetrieveClient, open_channel
 from tests.conftest import MODEL_DIR, SAMPLES
 from tests.tools.s3 import s3_storage
@@ -40,10 +41,11 @@ QUESTIONS = [
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    if Postgres.bin_dir() is None:
-        pytest.fail("PostgreSQL is needed: run scripts/install_postgres.sh")
+    reason = unavailable_reason()
+    if reason:
+        pytest.fail(f"PostgreSQL is needed: {reason}")
     root = tmp_path_factory.mktemp("scale")
-    with Postgres() as pg, s3_storage() as storage:
+    with PostgresServer(max_connections=200) as pg, s3_storage() as storage:
         base: dict[str, Any] = {
             "models": {"embedder_dir": str(MODEL_DIR), "threads": 1},  # 9 processes on few cores
             "llm": {"enabled": False},

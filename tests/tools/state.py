@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from ragstack.bench.postgres import PostgresServer, unavailable_reason
 from ragstack.config import StateConfig
 from ragstack.state import StateDB, open_state
-from tests.tools.postgres import PostgresServer, unavailable_reason
 
 BACKENDS = ("sqlite", "postgres")
 _numbers = itertools.count()
@@ -44,10 +44,7 @@ def stop_server() -> None:
 
 def fresh_postgres_url() -> str:
     """A new, empty database on the session's server (as its superuser)."""
-    server = postgres_server()
-    name = f"state_{next(_numbers)}"
-    server.execute_admin(f"CREATE DATABASE {name}")
-    return server.admin_url.rsplit("/", 1)[0] + f"/{name}"
+    return postgres_server().database(f"state_{next(_numbers)}")
 
 
 def config_for(backend: str) -> StateConfig:
