@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ragstack import extras, page_layout
 from ragstack.errors import UnsupportedFormat
 from ragstack.page_layout import PageLayout
+from ragstack.pdfium import PDFIUM_LOCK
 from services.ingest import ocr
 from services.ingest.budgets import Budgets
 from services.ingest.chunker import page_marker
@@ -99,17 +100,19 @@ def ocr_lines(data: bytes, pages: Sequence[int]) -> list[Line]:
     extras.require("ocr", "reading PDF pages without a text layer (OCR)")
     import pypdfium2 as pdfium
 
-    pdf = pdfium.PdfDocument(data)
     out: list[Line] = []
-    try:
-        for page_no in pages:
-            page = pdf[page_no - 1]
-            height = page.get_height()
-            for text, y_top, y_bottom in ocr.read(page.render(scale=OCR_SCALE).to_numpy()):
-                top, bottom = height - y_top / OCR_SCALE, height - y_bottom / OCR_SCALE
-                out.append(Line(page_no, text, top - bottom, top, bottom))
-    finally:
-        pdf.close()
+    for page_no in pages:
+        with PDFIUM_LOCK:  # the page rendered in the lock, read by OCR outside it
+            pdf = pdfium.PdfDocument(data)
+            try:
+                page = pdf[page_no - 1]
+                height = page.get_height()
+                pixels = page.render(scale=OCR_SCALE).to_numpy().copy()
+            finally:
+                pdf.close()
+        for text, y_top, y_bottom in ocr.read(pixels):
+            top, bottom = height - y_top / OCR_SCALE, height - y_bottom / OCR_SCALE
+            out.append(Line(page_no, text, top - bottom, top, bottom))
     return out
 
 
@@ -284,14 +287,15 @@ def _join_lines(parts: list[str]) -> str:
 def page_count(data: bytes) -> int:
     import pypdfium2 as pdfium
 
-    try:
-        pdf = pdfium.PdfDocument(data)
-    except pdfium.PdfiumError as err:
-        raise UnsupportedFormat(f"cannot read PDF: {err}") from None
-    try:
-        return len(pdf)
-    finally:
-        pdf.close()
+    with PDFIUM_LOCK:
+        try:
+            pdf = pdfium.PdfDocument(data)
+        except pdfium.PdfiumError as err:
+            raise UnsupportedFormat(f"cannot read PDF: {err}") from None
+        try:
+            return len(pdf)
+        finally:
+            pdf.close()
 
 
 class PagesNeedOcr(Exception):

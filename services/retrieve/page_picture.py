@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from ragstack import page_layout
 from ragstack.domain import Chunk, ChunkRegion, ChunkVisual
 from ragstack.errors import FailedPrecondition, InvalidArgument, ResourceExhausted
+from ragstack.pdfium import PDFIUM_LOCK
 from ragstack.stores.originals import Originals
 
 PDF = "application/pdf"
@@ -33,19 +34,20 @@ def draw(pdf: bytes, page: int, regions: Sequence[ChunkRegion], width: int) -> t
     import pypdfium2 as pdfium
     from PIL import Image, ImageDraw
 
-    try:
-        document = pdfium.PdfDocument(pdf)
-    except pdfium.PdfiumError as err:
-        raise FailedPrecondition(f"the kept PDF cannot be read: {err}") from None
-    try:
-        if not 1 <= page <= len(document):
-            raise InvalidArgument(f"page {page} is outside the document's {len(document)} pages")
-        sheet = document[page - 1]
-        points_wide, points_high = sheet.get_size()
-        scale = min(width / max(points_wide, 1.0), MAX_HEIGHT / max(points_high, 1.0))
-        image = sheet.render(scale=scale).to_pil().convert("RGBA")
-    finally:
-        document.close()
+    with PDFIUM_LOCK:
+        try:
+            document = pdfium.PdfDocument(pdf)
+        except pdfium.PdfiumError as err:
+            raise FailedPrecondition(f"the kept PDF cannot be read: {err}") from None
+        try:
+            if not 1 <= page <= len(document):
+                raise InvalidArgument(f"page {page} is outside the document's {len(document)} pages")
+            sheet = document[page - 1]
+            points_wide, points_high = sheet.get_size()
+            scale = min(width / max(points_wide, 1.0), MAX_HEIGHT / max(points_high, 1.0))
+            image = sheet.render(scale=scale).to_pil().convert("RGBA")
+        finally:
+            document.close()
     overlay = Image.new("RGBA", image.size, (0, 0, 0, 0))
     pen = ImageDraw.Draw(overlay)
     w, h = image.size
