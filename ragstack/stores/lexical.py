@@ -128,6 +128,7 @@ class LexicalStore:
         self._generation = 0
         self._path = path
         self._replaced = _replaced_token(path)
+        self._seen: tuple[tuple[int, int, int], ...] = ()  # the folder as the last reload saw it
         self._index, self._acl = _open_index(path)
         self._writer = None
         self._analyzer: Any = None
@@ -443,6 +444,7 @@ class LexicalStore:
     def _reopen(self) -> None:
         self._path.mkdir(parents=True, exist_ok=True)
         self._replaced = _replaced_token(self._path)
+        self._seen = ()
         self._index, self._acl = _open_index(self._path)
 
     def _upgrade(self) -> None:
@@ -477,7 +479,12 @@ class LexicalStore:
             self._publisher.publish()
 
     def _reload(self) -> None:
-        """Sees the last commit; reopens the index first when a restore replaced its folder."""
+        """Sees the last commit; reopens the index first when a restore replaced its folder. Only
+        when the folder changed (two stats): a reload builds a new searcher, whose document store
+        cache starts cold, and reading the hits' stored fields is most of a search."""
+        seen = _folder_stamp(self._path)
+        if seen == self._seen:
+            return
         if self._writer is None and _replaced_token(self._path) != self._replaced:
             self._reopen()
         try:
@@ -485,6 +492,20 @@ class LexicalStore:
         except ValueError:  # replaced between the check and the reload
             self._reopen()
             self._index.reload()
+        self._seen = seen
+
+
+def _folder_stamp(path: Path) -> tuple[tuple[int, int, int], ...]:
+    """What changes when a commit (meta.json written anew) or a restore (the folder swapped in,
+    a new REPLACED token) lands: inode, size and modification time of both files."""
+    out = []
+    for name in ("meta.json", REPLACED):
+        try:
+            st = os.stat(path / name)
+            out.append((st.st_ino, st.st_size, st.st_mtime_ns))
+        except OSError:
+            out.append((0, 0, 0))
+    return tuple(out)
 
 
 def _replaced_token(path: Path) -> str:
