@@ -38,7 +38,7 @@ def test_attached_databases_are_kept_with_their_groups(state_config: StateConfig
         ("shop", ATTACHED, ()),
     ]
     assert [e.name for e in reg.entries("lib", visible=lambda groups: not groups)] == ["main", "shop"]
-    with pytest.raises(InvalidArgument, match="configured in ragstack.yaml"):
+    with pytest.raises(InvalidArgument, match=r"configured in ragstack\.yaml"):
         reg.attach("lib", "main", str(shop))
     reg.attach("lib", "shop", str(pay), groups=["ops"])  # attached again: replaced
     assert reg.entry("lib", "shop") == Entry("shop", "lib", str(pay), ATTACHED, ("ops",))
@@ -49,7 +49,7 @@ def test_attached_databases_are_kept_with_their_groups(state_config: StateConfig
     again.detach("lib", "pay")
     with pytest.raises(NotFound, match="not attached"):
         again.detach("lib", "pay")
-    with pytest.raises(NotFound, match="configured in ragstack.yaml"):
+    with pytest.raises(NotFound, match=r"configured in ragstack\.yaml"):
         again.detach("lib", "main")
     assert [e.name for e in again.entries("lib")] == ["main", "shop"]
     assert again.attached_counts() == {"lib": 1, "other": 1}

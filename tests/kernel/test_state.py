@@ -78,7 +78,7 @@ def test_two_processes_opening_a_new_store_at_once_apply_it_once(
     def open_one() -> None:
         try:
             open_state(state_config, tmp_path, "pets", [V1, V2]).close()
-        except BaseException as err:  # noqa: BLE001
+        except BaseException as err:
             errors.append(err)
 
     threads = [threading.Thread(target=open_one) for _ in range(4)]  # a connection each, like processes
@@ -111,7 +111,8 @@ def test_a_postgres_connection_lost_between_calls_is_opened_again(tmp_path: Path
     db = open_state(cfg, tmp_path, "pets", [V1])
     db.execute("INSERT INTO pets (name, legs) VALUES ('rex', 4)")
     postgres_server().execute_admin(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'ragstack-ragstack_pets'"
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+        " WHERE application_name = 'ragstack-ragstack_pets'"
     )
     assert db.all("SELECT name FROM pets") == [("rex",)]
     db.close()
