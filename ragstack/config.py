@@ -82,6 +82,21 @@ class ModelsConfig(_Strict):
     batch_size: int = Field(32, ge=1, le=1024)
     max_length: int = Field(256, ge=8, le=512, description="Word pieces per text; longer is truncated.")
     threads: int = Field(0, ge=0, description="Intra-op threads; 0 lets ONNX Runtime decide.")
+    tuned_dir: Path | None = Field(
+        None,
+        description="Where libraries' tuned embedders live (`ragstack tune embedder`), one folder each; "
+        "default: `tuned` beside embedder_dir. Every ingest and retrieve process of a tuned library "
+        "needs its folder.",
+    )
+    tool_env: Path = Field(
+        default_factory=lambda: locations.data_home() / "tools" / "export",
+        description="The export's tool environment (torch, optimum), where `ragstack tune embedder` "
+        "trains; created from the package registry the first time it is needed.",
+    )
+
+    @property
+    def tuned_folder(self) -> Path:
+        return self.tuned_dir or self.embedder_dir.parent / "tuned"
 
 
 class IngestConfig(_Strict):

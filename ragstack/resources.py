@@ -11,9 +11,12 @@ from typing import TYPE_CHECKING, Any
 from ragstack.config import Config
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ragstack.embedding import Embedder
     from ragstack.guard.databases import DatabaseGuard
     from ragstack.llm import LLM
+    from ragstack.tuning.shelf import Shelf
 
 
 log = logging.getLogger(__name__)
@@ -56,6 +59,38 @@ class Resources:
         # One thread a run: a query is a few dozen word pieces (a second thread did not make it
         # faster) and the lexical search of the same request runs beside it.
         return Embedder(m.embedder_dir, m.provider, m.batch_size, m.max_length, 1, QUANTIZED)
+
+    @functools.cached_property
+    def tuned_embedders(self) -> Shelf[Embedder]:
+        """Libraries' tuned embedders by name (`models.tuned_dir`), loaded when first named, fp32."""
+        from ragstack.embedding import Embedder
+        from ragstack.tuning.shelf import Shelf
+
+        m = self.cfg.models
+        return Shelf(
+            self.embedder,
+            m.tuned_folder,
+            lambda p: Embedder(p, m.provider, m.batch_size, m.max_length, m.threads),
+        )
+
+    @functools.cached_property
+    def tuned_query_embedders(self) -> Shelf[Embedder]:
+        """The same for search queries, in the precision `query_embedder` has."""
+        from ragstack.embedding import Embedder
+        from ragstack.models import QUANTIZED
+        from ragstack.tuning.shelf import Shelf
+
+        m = self.cfg.models
+        base = self.query_embedder
+        if base is self.embedder:
+            return self.tuned_embedders
+
+        def load(path: Path) -> Embedder:
+            if not (path / QUANTIZED).is_file():
+                return self.tuned_embedders.get(path.name)
+            return Embedder(path, m.provider, m.batch_size, m.max_length, 1, QUANTIZED)
+
+        return Shelf(base, m.tuned_folder, load)
 
     @functools.cached_property
     def parser(self) -> Any:

@@ -915,6 +915,30 @@ def source_remove(ctx: click.Context, name: str, remove_documents: bool) -> None
     click.echo(f"removed source {name}" + (f" and {removed} document(s)" if remove_documents else ""))
 
 
+@cli.group(name="tune")
+def tune_group() -> None:
+    """Adapt a model to a library's own documents."""
+
+
+@tune_group.command(name="embedder")
+@click.option("-l", "--library", default="", help="Library (default from config).")
+@click.option("--epochs", default=0.0, type=float, help="Passes over the training pairs (default 1).")
+@click.option("--max-pairs", default=0, type=int, help="Most training pairs (default 10,000).")
+@click.option("--revert", is_flag=True, help="Back to the configured embedder (re-embeds, trains nothing).")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+@click.pass_context
+def tune_embedder_cmd(
+    ctx: click.Context, library: str, epochs: float, max_pairs: int, revert: bool, as_json: bool
+) -> None:
+    """Fine-tune the bundled embedder on LIBRARY's own passages (no labels: each heading and each
+    sentence with the passage it came from), export it to ONNX and re-embed the library with it.
+    Searches keep the old vectors until the new ones are complete. Admins; minutes to an hour
+    (training runs in models.tool_env, made the first time from the package registry)."""
+    from ragstack.cli.tune import tune_embedder
+
+    _run(tune_embedder(_config(ctx), library, epochs, max_pairs, revert, as_json))
+
+
 @cli.group(name="store")
 def store_group() -> None:
     """The stores' lifecycle: stats, snapshots (create, list, restore, delete) and vacuum."""

@@ -80,6 +80,7 @@ RULES: dict[str, Rule] = {
     "/ragstack.v1.IngestService/ResumeSource": Rule(_A, "resuming a source"),
     "/ragstack.v1.IngestService/RemoveSource": Rule(_A, "removing a source"),
     "/ragstack.v1.IngestService/RetrySource": Rule(_A, "retrying a source"),
+    "/ragstack.v1.IngestService/TuneEmbedder": Rule(_A, "tuning a library's embedder", _library),
     "/ragstack.v1.RetrieveService/Search": Rule(_R, "searching", _library),
     "/ragstack.v1.RetrieveService/Score": Rule(_R, "scoring texts"),
     "/ragstack.v1.RetrieveService/ListDatabases": Rule(_R, "listing databases", _library),

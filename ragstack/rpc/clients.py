@@ -367,6 +367,16 @@ class IngestClient:
         async for event in _stream(self._stub.Ingest(req, timeout=self._deadline)):
             yield convert.ingest_event_from_pb(event)
 
+    async def tune_embedder(
+        self, library: str = "", epochs: float = 0.0, max_pairs: int = 0, revert: bool = False
+    ) -> AsyncIterator[ingest_pb2.TuneEmbedderResponse]:
+        """A library's embedder tuned (or reverted): progress events, then `done`."""
+        req = ingest_pb2.TuneEmbedderRequest(
+            library=library, epochs=epochs, max_pairs=max_pairs, revert=revert
+        )
+        async for event in _stream(self._stub.TuneEmbedder(req, timeout=self._deadline)):
+            yield event
+
     async def submit(
         self,
         paths: Iterable[str] = (),

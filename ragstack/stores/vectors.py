@@ -22,6 +22,19 @@ from ragstack.stores.location import connect_lancedb, create_or_open, latest_ver
 TABLE = "chunks"
 GROUPS = "groups"  # the document's ACL groups; empty or null (a table from before ACLs): public
 _GROUPS_FIELD = pa.field(GROUPS, pa.list_(pa.string()))
+# The model that made the row's vector: empty or null (a table from before tuning) is the configured
+# embedder; else a tuned one's name (ragstack/tuning). A library's rows all share one, changed for
+# all of them in one commit (replace_vectors), so a search reads its query model off its rows.
+EMBEDDER = "embedder"
+_EMBEDDER_FIELD = pa.field(EMBEDDER, pa.string())
+
+
+class EmbedderChanged(Exception):
+    """The library's vectors are another model's than the query's (a tuning swapped them)."""
+
+    def __init__(self, embedder: str) -> None:
+        super().__init__(f"the library's vectors are now {embedder or 'the configured embedder'}'s")
+        self.embedder = embedder
 
 
 def sql_str(value: str) -> str:
@@ -45,6 +58,7 @@ def _schema(dimension: int) -> pa.Schema:
             pa.field("heading_key", pa.string()),
             pa.field("vector", pa.list_(pa.float32(), dimension)),
             _GROUPS_FIELD,
+            _EMBEDDER_FIELD,
         ]
     )
 
@@ -97,6 +111,7 @@ class _Snapshot:
     version: int
     matrix: np.ndarray
     rows: pa.Table
+    embedder: str = ""  # the model of its vectors (EMBEDDER)
     _positions: dict[tuple[str, int], int] | None = None
     _by_document: dict[str, list[int]] | None = None
     _by_id: dict[str, int] | None = None
@@ -107,7 +122,7 @@ class _Snapshot:
         vectors = data.column("vector").combine_chunks()
         matrix = vectors.flatten().to_numpy(zero_copy_only=False).reshape(-1, dimension).astype(np.float32)
         # One chunk per column: taking the top rows from a many-chunk table costs ten times more.
-        return cls(version, matrix, data.drop_columns(["vector"]).combine_chunks())
+        return cls(version, matrix, data.drop_columns(["vector"]).combine_chunks(), _embedder_of(data))
 
     def search(self, vector: np.ndarray, k: int, where: SearchFilter) -> list[tuple[Chunk, float]]:
         if not len(self.matrix):
@@ -206,6 +221,13 @@ class _Snapshot:
         return self._take([i for i in found if i is not None], acl)
 
 
+def _embedder_of(rows: pa.Table) -> str:
+    """The embedder of a library's rows ("" for the configured one)."""
+    if EMBEDDER not in rows.column_names or not rows.num_rows:
+        return ""
+    return str(rows.column(EMBEDDER)[0].as_py() or "")
+
+
 def _rows_by_id(
     table: Any, library: str, chunk_ids: Sequence[str], columns: list[str] | None = None, visible: str = ""
 ) -> Iterator[pa.Table]:
@@ -256,6 +278,8 @@ class VectorStore:
                     # A table from before document ACLs (or restored to a version from then): the
                     # column is added, null in every row, so its documents stay public.
                     table.add_columns(_GROUPS_FIELD)
+                if self._writer and EMBEDDER not in table.schema.names:  # from before tuning
+                    table.add_columns(_EMBEDDER_FIELD)
                 self._table = table
         return self._table
 
@@ -263,10 +287,16 @@ class VectorStore:
         return self._writer or GROUPS in table.schema.names
 
     def replace_documents(
-        self, library: str, document_ids: Sequence[str], chunks: Sequence[Chunk], vectors: np.ndarray
+        self,
+        library: str,
+        document_ids: Sequence[str],
+        chunks: Sequence[Chunk],
+        vectors: np.ndarray,
+        embedder: str = "",
     ) -> None:
         """Replaces every chunk of `document_ids` in `library` with `chunks`, in one commit: readers
-        see the old chunks or the new ones, never a document half replaced."""
+        see the old chunks or the new ones, never a document half replaced. `embedder`: the model
+        of `vectors` (EMBEDDER)."""
         table = self._open()
         rows = [
             {
@@ -283,6 +313,7 @@ class VectorStore:
                 "heading_key": heading_key(c.heading_path),
                 "vector": vectors[i].astype(np.float32),
                 GROUPS: list(c.groups),
+                EMBEDDER: embedder,
             }
             for i, c in enumerate(chunks)
         ]
@@ -297,16 +328,74 @@ class VectorStore:
             .execute(pa.Table.from_pylist(rows, schema=_schema(self.dimension)))
         )
 
+    def library_embedder(self, library: str) -> str:
+        """The model the library's vectors come from: "" for the configured embedder (also for an
+        empty library), else a tuned one's name."""
+        table = self._open()
+        if table is None:
+            return ""
+        with self._lock:
+            cached = self._cache.get(library)
+        if cached is not None and cached.version == table.version:
+            return cached.embedder
+        if EMBEDDER not in table.schema.names:
+            return ""
+        found = table.search().where(f"library = {sql_str(library)}").select([EMBEDDER]).limit(1).to_arrow()
+        return _embedder_of(found)
+
+    def library_texts(self, library: str) -> pa.Table:
+        """Every chunk of the library (chunk_id, heading_path, text), without vectors."""
+        table = self._open()
+        if table is None:
+            return pa.table({"chunk_id": [], "heading_path": [], "text": []})
+        query = table.search().where(f"library = {sql_str(library)}")
+        return query.select(["chunk_id", "heading_path", "text"]).limit(None).to_arrow()
+
+    def replace_vectors(self, library: str, vectors: Mapping[str, np.ndarray], embedder: str) -> int:
+        """Gives every chunk of the library the vector `vectors` holds for it, made by `embedder`,
+        in one commit: a search sees the library's old vectors or its new ones, never a mix. A
+        chunk without one in `vectors` is refused (the call changes nothing). Returns the rows."""
+        table = self._open()
+        if table is None:
+            return 0
+        rows = table.search().where(f"library = {sql_str(library)}").limit(None).to_arrow()
+        ids = rows.column("chunk_id").to_pylist()
+        missing = [c for c in ids if c not in vectors]
+        if missing:
+            raise ValueError(f"{len(missing)} chunks of {library!r} have no new vector, e.g. {missing[0]!r}")
+        if not ids:
+            return 0
+        matrix = np.stack([np.asarray(vectors[c], dtype=np.float32) for c in ids])
+        column = pa.FixedSizeListArray.from_arrays(pa.array(matrix.reshape(-1)), self.dimension)
+        rows = rows.set_column(rows.schema.get_field_index("vector"), "vector", column)
+        names = pa.array([embedder] * len(ids), pa.string())
+        if EMBEDDER in rows.column_names:
+            rows = rows.set_column(rows.schema.get_field_index(EMBEDDER), EMBEDDER, names)
+        else:
+            rows = rows.append_column(_EMBEDDER_FIELD, names)
+        rows = rows.select(_schema(self.dimension).names).cast(_schema(self.dimension))
+        table.merge_insert(["library", "chunk_id"]).when_matched_update_all().execute(rows)
+        return len(ids)
+
     def search(
-        self, vector: np.ndarray, library: str, k: int, where: SearchFilter | None = None
+        self,
+        vector: np.ndarray,
+        library: str,
+        k: int,
+        where: SearchFilter | None = None,
+        embedder: str | None = None,
     ) -> list[tuple[Chunk, float]]:
-        """Nearest chunks by cosine similarity, best first."""
+        """Nearest chunks by cosine similarity, best first. `embedder`: the model `vector` comes
+        from; EmbedderChanged when the library's vectors are another's (they changed since the
+        caller asked library_embedder)."""
         where = where or SearchFilter()
         table = self._open()
         if table is None:
             return []
         snapshot = self._snapshot(table, library)
         if snapshot is not None:
+            if embedder is not None and snapshot.embedder != embedder:
+                raise EmbedderChanged(snapshot.embedder)
             return snapshot.search(vector.astype(np.float32), k, where)
         query = (
             table.search(vector.astype(np.float32), vector_column_name="vector")
@@ -316,7 +405,10 @@ class VectorStore:
         )
         if self.has_ann_index():
             query = query.nprobes(self._nprobes).refine_factor(self._refine)
-        return [(row_to_chunk(r), 1.0 - float(r["_distance"])) for r in query.to_list()]
+        found = query.to_list()
+        if embedder is not None and found and (found[0].get(EMBEDDER) or "") != embedder:
+            raise EmbedderChanged(found[0].get(EMBEDDER) or "")
+        return [(row_to_chunk(r), 1.0 - float(r["_distance"])) for r in found]
 
     def exact_search(self, vector: np.ndarray, library: str, k: int) -> list[tuple[Chunk, float]]:
         """Brute-force search in LanceDB, bypassing any index (the reference ANN recall is measured on)."""

@@ -79,6 +79,42 @@ INGEST_JOB_STATE_FAILED: IngestJobState
 INGEST_JOB_STATE_CANCELLED: IngestJobState
 INGEST_JOB_STATE_DEAD: IngestJobState
 
+class TuneEmbedderRequest(_message.Message):
+    __slots__ = ("library", "epochs", "max_pairs", "revert")
+    LIBRARY_FIELD_NUMBER: _ClassVar[int]
+    EPOCHS_FIELD_NUMBER: _ClassVar[int]
+    MAX_PAIRS_FIELD_NUMBER: _ClassVar[int]
+    REVERT_FIELD_NUMBER: _ClassVar[int]
+    library: str
+    epochs: float
+    max_pairs: int
+    revert: bool
+    def __init__(self, library: _Optional[str] = ..., epochs: _Optional[float] = ..., max_pairs: _Optional[int] = ..., revert: _Optional[bool] = ...) -> None: ...
+
+class TuneEmbedderResponse(_message.Message):
+    __slots__ = ("stage", "done", "total", "loss", "message", "embedder", "previous_embedder", "chunks", "pairs", "seconds")
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    LOSS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDER_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_EMBEDDER_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    PAIRS_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    stage: str
+    done: int
+    total: int
+    loss: float
+    message: str
+    embedder: str
+    previous_embedder: str
+    chunks: int
+    pairs: int
+    seconds: float
+    def __init__(self, stage: _Optional[str] = ..., done: _Optional[int] = ..., total: _Optional[int] = ..., loss: _Optional[float] = ..., message: _Optional[str] = ..., embedder: _Optional[str] = ..., previous_embedder: _Optional[str] = ..., chunks: _Optional[int] = ..., pairs: _Optional[int] = ..., seconds: _Optional[float] = ...) -> None: ...
+
 class SourceSpec(_message.Message):
     __slots__ = ("name", "kind", "url", "library", "interval_s", "groups", "include", "exclude", "delete_policy", "endpoint", "region")
     NAME_FIELD_NUMBER: _ClassVar[int]

@@ -155,6 +155,11 @@ class IngestServiceStub:
                 request_serializer=ragstack_dot_v1_dot_ingest__pb2.RetrySourceRequest.SerializeToString,
                 response_deserializer=ragstack_dot_v1_dot_ingest__pb2.RetrySourceResponse.FromString,
                 _registered_method=True)
+        self.TuneEmbedder = channel.unary_stream(
+                '/ragstack.v1.IngestService/TuneEmbedder',
+                request_serializer=ragstack_dot_v1_dot_ingest__pb2.TuneEmbedderRequest.SerializeToString,
+                response_deserializer=ragstack_dot_v1_dot_ingest__pb2.TuneEmbedderResponse.FromString,
+                _registered_method=True)
 
 
 class IngestServiceServicer:
@@ -366,6 +371,23 @@ class IngestServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TuneEmbedder(self, request, context):
+        """Fine-tunes the bundled embedder on the library's own passages (self-supervised: each heading
+        and each sentence paired with the passage it came from, the rest of a batch as negatives),
+        exports it to ONNX and re-embeds the library with it; from then on the library's documents and
+        search queries go through it. Searches keep the old vectors until the new ones are complete:
+        the library's vectors change models in one commit. Streams progress, then a `done` event;
+        the call's end (a cancelled call: the client went away) stops the work and keeps the old
+        vectors. With `revert`, nothing is trained: the library is re-embedded with the configured
+        embedder. Training runs in the export's tool environment (`models.tool_env`).
+        Errors: NOT_FOUND for a library without chunks; ALREADY_EXISTS while the library is being
+        tuned; INVALID_ARGUMENT for settings out of range; FAILED_PRECONDITION when training or the
+        export fails (the tool's words), or on revert when the library is not tuned.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IngestServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -488,6 +510,11 @@ def add_IngestServiceServicer_to_server(servicer, server):
                     servicer.RetrySource,
                     request_deserializer=ragstack_dot_v1_dot_ingest__pb2.RetrySourceRequest.FromString,
                     response_serializer=ragstack_dot_v1_dot_ingest__pb2.RetrySourceResponse.SerializeToString,
+            ),
+            'TuneEmbedder': grpc.unary_stream_rpc_method_handler(
+                    servicer.TuneEmbedder,
+                    request_deserializer=ragstack_dot_v1_dot_ingest__pb2.TuneEmbedderRequest.FromString,
+                    response_serializer=ragstack_dot_v1_dot_ingest__pb2.TuneEmbedderResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1139,6 +1166,33 @@ class IngestService:
             '/ragstack.v1.IngestService/RetrySource',
             ragstack_dot_v1_dot_ingest__pb2.RetrySourceRequest.SerializeToString,
             ragstack_dot_v1_dot_ingest__pb2.RetrySourceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TuneEmbedder(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/ragstack.v1.IngestService/TuneEmbedder',
+            ragstack_dot_v1_dot_ingest__pb2.TuneEmbedderRequest.SerializeToString,
+            ragstack_dot_v1_dot_ingest__pb2.TuneEmbedderResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 from collections.abc import Mapping
 
+from ragstack.cli.models import check_embedder
 from ragstack.guard.paths import PathGuard, default_roots
 from ragstack.resources import Resources
 from ragstack.service import ServiceSpec
@@ -37,6 +38,7 @@ from services.ingest.remote_convert import DoclingServe
 from services.ingest.servicer import IngestServicer, register
 from services.ingest.syncing import state as source_state
 from services.ingest.syncing.registry import build_sources
+from services.ingest.tuning import Tuner, same_dimension
 
 # The stores of shared state this service opens (`ragstack migrate` brings them all up to date).
 STATE = (catalog_store, database_store, enrich_store, source_state, job_store)
@@ -103,6 +105,15 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         page_pictures=cfg.ingest.page_pictures,
         converter=converter,
         shared=shared,
+        tuned=res.tuned_embedders.get,
+    )
+    tuner = Tuner(
+        vectors,
+        pipeline.exclusive,
+        pipeline.embedder,
+        cfg.models.tuned_folder,
+        cfg.models.tool_env,
+        same_dimension(check_embedder(cfg), embedder.dimension),
     )
 
     lifecycle = StoreLifecycle(cfg.data_dir, catalog, vectors, lexical, graph_store)
@@ -133,6 +144,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         paths=paths,
         crawl_slots=cfg.ingest.max_crawls,
         sources=sources,
+        tuner=tuner,
     )
     tasks = [asyncio.get_running_loop().create_task(servicer.work(), name="ingest-jobs")]
     if cfg.ingest.source_polling:

@@ -24,7 +24,8 @@ import threading
 import time
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -41,11 +42,19 @@ from ragstack.domain import (
     acl_allows,
     acl_groups,
 )
-from ragstack.errors import DocumentNotFound, InvalidArgument, PermissionDenied, RagstackError
+from ragstack.errors import (
+    DocumentNotFound,
+    FailedPrecondition,
+    InvalidArgument,
+    PermissionDenied,
+    RagstackError,
+    Unavailable,
+)
 from ragstack.knowledge_graph import EntityMention, Relation
 from ragstack.state.locks import SharedLock
 from ragstack.stores.catalog import Catalog
 from ragstack.stores.originals import Original, Originals
+from ragstack.stores.vectors import EmbedderChanged
 from services.ingest import readers
 from services.ingest.ahead import Ahead
 from services.ingest.budgets import Budgets
@@ -103,17 +112,20 @@ class IngestPipeline:
         page_pictures: bool = True,
         converter: DoclingServe | None = None,
         shared: SharedLock | None = None,
+        tuned: Callable[[str], EmbedderPort] | None = None,
     ) -> None:
         """`budgets`: of one document (services/ingest/budgets.py); `parser`: the worker process
         pool that parses the formats whose parsers can run away (in this process when None);
         `originals`: where PDFs are kept with their lines' positions (when `page_pictures`; a
         removed document's go in any case); `converter`: a docling-serve server that converts PDF,
         Office and HTML files instead of Docling here (`ingest.converter`); `shared`: the lock of
-        the ingest workers in other processes that write the same stores (services/ingest/unit_of_work.py)."""
+        the ingest workers in other processes that write the same stores (services/ingest/unit_of_work.py);
+        `tuned`: a tuned embedder by name, for a library whose vectors one made (ragstack/tuning)."""
         self._catalog = catalog
         self._vectors = vectors
         self._lexical = lexical
         self._embedder = embedder
+        self._tuned = tuned
         self._chunk_tokens = chunk_tokens
         self._overlap = overlap_sentences
         self._max_bytes = max_file_bytes
@@ -380,7 +392,8 @@ class IngestPipeline:
         extracted = writer.submit(self._extract, chunks)
         try:
             with tracer.start_as_current_span("ingest.embed", attributes={"chunks": len(chunks)}):
-                vectors = self._embedder.embed([embedding_text(c) for c in chunks])
+                embedder = self._vectors.library_embedder(library)
+                vectors = self.embedder(embedder).embed([embedding_text(c) for c in chunks])
         except Exception as err:
             extracted.cancel()
             for p in batch:
@@ -393,19 +406,36 @@ class IngestPipeline:
                 p.item.source, FileStage.EMBEDDED, p.index, total, p.item.document_id, len(p.chunks)
             )
         yield from _drain(summary, in_flight)
-        return writer.submit(self._write, batch, library, chunks, vectors, extracted, total)
+        return writer.submit(self._write, batch, library, chunks, (embedder, vectors), extracted, total)
+
+    def embedder(self, name: str) -> EmbedderPort:
+        """The configured embedder (""), or a tuned one by name."""
+        if not name:
+            return self._embedder
+        if self._tuned is None:
+            raise FailedPrecondition(f"this ingest service has no tuned embedders, and {name!r} is one")
+        return self._tuned(name)
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """The stores to oneself (services/ingest/unit_of_work.py), for a write outside a unit."""
+        with self._stores.exclusive():
+            yield
 
     def _write(
         self,
         batch: list[_Prepared],
         library: str,
         chunks: list[Chunk],
-        vectors: np.ndarray,
+        embedded: tuple[str, np.ndarray],
         extracted: Future[tuple[list[EntityMention], list[Relation]]],
         total: int,
     ) -> list[FileProgress]:
         """Writes the batch to every store (on the writer thread, after its extraction, which the
-        same thread ran first); returns its documents' outcomes."""
+        same thread ran first); returns its documents' outcomes. `embedded`: the model the vectors
+        come from, and the vectors; when a tuning gave the library another since, the batch is
+        embedded again with that one."""
+        embedder, vectors = embedded
         ids = [p.item.document_id for p in batch]
         graph = extracted.result()
         indexed_at = self._now().isoformat()
@@ -420,9 +450,19 @@ class IngestPipeline:
             *graph,
             groups={p.item.document_id: p.document.groups for p in batch},
             originals=[p.original for p in batch if p.original is not None],
+            embedder=embedder,
         )
         try:
-            self._stores.apply(change)
+            for _ in range(3):
+                try:
+                    self._stores.apply(change)
+                    break
+                except EmbedderChanged as changed:
+                    texts = [embedding_text(c) for c in chunks]
+                    vectors = self.embedder(changed.embedder).embed(texts)
+                    change = replace(change, vectors=vectors, embedder=changed.embedder)
+            else:
+                raise Unavailable(f"library {library!r}'s embedder kept changing while a batch was written")
         except Exception as err:
             log.exception("writing a batch of %d documents failed; it was rolled back", len(batch))
             return [_failed(p.item.source, p.item.document_id, p.index, total, _reason(err)) for p in batch]

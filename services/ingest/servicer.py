@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 from collections.abc import AsyncIterator, Callable, Generator
 from typing import Any, TypeVar
 
@@ -13,11 +14,12 @@ import grpc
 from ragstack import auth, convert
 from ragstack.convert_fields import to_pb
 from ragstack.domain import FileProgress, IngestSummary, SourceState, acl_groups, library_name
-from ragstack.errors import InvalidArgument, NotFound, Unavailable
+from ragstack.errors import Cancelled, InvalidArgument, NotFound, Unavailable
 from ragstack.guard.databases import ATTACHED
 from ragstack.guard.paths import PathGuard
 from ragstack.stores.databases import DatabaseRegistry
 from ragstack.stores.snapshots import StoreLifecycle, check_name
+from ragstack.tuning.tune import TuneSettings, TuneStep
 from ragstack.v1 import ingest_pb2, ingest_pb2_grpc
 from services.ingest.ahead import Ahead
 from services.ingest.crawler import CrawlLimits, crawl, fetcher_for
@@ -33,6 +35,7 @@ from services.ingest.sources import (
 )
 from services.ingest.syncing.poller import forget
 from services.ingest.syncing.registry import Sources
+from services.ingest.tuning import DEFAULT_PAIRS, Tuned, Tuner, check_settings
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -53,8 +56,10 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         crawl_slots: int = 2,
         sources: Sources | None = None,
         poll_s: float = 1.0,
+        tuner: Tuner | None = None,
     ) -> None:
         self._pipeline = pipeline
+        self._tuner = tuner
         self._poll_s = poll_s  # how often an idle worker looks for jobs other processes queued
         self._sources = sources
         self._paths = paths or PathGuard(())  # server files readable by path: none unless configured
@@ -470,6 +475,44 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
             raise Unavailable("this ingest service manages no store lifecycle")
         return self._lifecycle
 
+    async def TuneEmbedder(
+        self, request: ingest_pb2.TuneEmbedderRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[ingest_pb2.TuneEmbedderResponse]:
+        if self._tuner is None:
+            raise Unavailable("this ingest service tunes no embedders")
+        tuner = self._tuner
+        library = library_name(request.library, self._default_library)
+        settings = TuneSettings(epochs=request.epochs or 1.0)
+        max_pairs = request.max_pairs or DEFAULT_PAIRS
+        check_settings(settings.epochs, max_pairs)
+        loop = asyncio.get_running_loop()
+        steps: asyncio.Queue[TuneStep] = asyncio.Queue()
+        stop = threading.Event()
+
+        def progress(step: TuneStep) -> None:
+            if stop.is_set():  # the call ended: the work stops at its next step, old vectors kept
+                raise Cancelled(f"tuning {library!r} was cancelled")
+            loop.call_soon_threadsafe(steps.put_nowait, step)
+
+        if request.revert:
+            work = asyncio.ensure_future(asyncio.to_thread(tuner.revert, library, progress))
+        else:
+            work = asyncio.ensure_future(
+                asyncio.to_thread(tuner.tune, library, settings, max_pairs, progress)
+            )
+        try:
+            while not work.done() or not steps.empty():
+                step = asyncio.ensure_future(steps.get())
+                await asyncio.wait([step, work], return_when=asyncio.FIRST_COMPLETED)
+                if step.done():
+                    yield _step_pb(step.result())
+                else:
+                    step.cancel()
+            yield _tuned_pb(work.result())
+        finally:
+            stop.set()
+            await asyncio.wait([work])  # nothing of the tuning outlives the call
+
     # --- sources ---------------------------------------------------------------------------------
 
     async def AddSource(
@@ -581,6 +624,23 @@ def _event_pb(event: FileProgress | IngestSummary) -> ingest_pb2.IngestResponse:
     if isinstance(event, FileProgress):
         return convert.progress_to_pb(event)
     return convert.summary_to_pb(event)
+
+
+def _step_pb(step: TuneStep) -> ingest_pb2.TuneEmbedderResponse:
+    return ingest_pb2.TuneEmbedderResponse(
+        stage=step.stage, done=step.done, total=step.total, loss=step.loss, message=step.message
+    )
+
+
+def _tuned_pb(tuned: Tuned) -> ingest_pb2.TuneEmbedderResponse:
+    return ingest_pb2.TuneEmbedderResponse(
+        stage="done",
+        embedder=tuned.embedder,
+        previous_embedder=tuned.previous,
+        chunks=tuned.chunks,
+        pairs=tuned.pairs,
+        seconds=tuned.seconds,
+    )
 
 
 def _job_pb(job: Job) -> ingest_pb2.IngestJob:

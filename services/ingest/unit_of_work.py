@@ -31,6 +31,7 @@ from ragstack.state.locks import SharedLock
 from ragstack.stores.catalog import Catalog
 from ragstack.stores.location import table_names
 from ragstack.stores.originals import Original, Originals
+from ragstack.stores.vectors import EmbedderChanged
 from services.ingest.graph_index import GraphIndex
 
 tracer = trace.get_tracer("ragstack.ingest")
@@ -39,8 +40,14 @@ log = logging.getLogger(__name__)
 
 class VectorWriter(Protocol):
     def replace_documents(
-        self, library: str, document_ids: Sequence[str], chunks: Sequence[Chunk], vectors: np.ndarray
+        self,
+        library: str,
+        document_ids: Sequence[str],
+        chunks: Sequence[Chunk],
+        vectors: np.ndarray,
+        embedder: str = "",
     ) -> None: ...
+    def library_embedder(self, library: str) -> str: ...
     def build_ann_index(self, min_rows: int) -> bool: ...
     def connection(self) -> Any: ...  # the LanceDB connection: the journal reads and restores its tables
     def reopen(self) -> None: ...
@@ -78,6 +85,7 @@ class Change:
     relations: Sequence[Relation] = ()
     groups: Mapping[str, Sequence[str]] = field(default_factory=dict)  # document id -> ACL groups
     originals: Sequence[Original] = ()  # the PDFs among the documents, kept for their pictures
+    embedder: str = ""  # the model of `vectors`: "" the configured one, else a tuned one's name
 
     @property
     def removed(self) -> list[str]:
@@ -125,6 +133,11 @@ class UnitOfWork:
         """Writes `change` to every store, or to none: a failure rolls back what was written and
         raises."""
         with self.exclusive():
+            if (
+                change.chunks
+                and (current := self._vectors.library_embedder(change.library)) != change.embedder
+            ):
+                raise EmbedderChanged(current)  # a tuning swapped the library's vectors: embed again
             # LanceDB tables first, tantivy last: a failure before tantivy's commit rolls LanceDB
             # back to where it was.
             self._catalog.begin_batch(self._journal_entry(change))
@@ -149,7 +162,7 @@ class UnitOfWork:
 
     def _write(self, change: Change) -> None:
         library, ids = change.library, change.document_ids
-        self._vectors.replace_documents(library, ids, change.chunks, change.vectors)
+        self._vectors.replace_documents(library, ids, change.chunks, change.vectors, change.embedder)
         if self._originals is not None:
             self._originals.replace_documents(library, ids, change.originals)
         if self._graph is not None:

@@ -79,6 +79,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         ),
         graph_weight=cfg.retrieve.graph_weight,
         query_embedder=res.query_embedder,
+        tuned_queries=res.tuned_query_embedders.get,
         max_batch=cfg.models.batch_size,
         batch_window_s=cfg.retrieve.batch_window_ms / 1000,
         feedback=Feedback(

@@ -8,7 +8,7 @@ candidate, so top_k is filled from visible documents and no score depends on a h
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -26,7 +26,8 @@ from ragstack.domain import (
     SearchMode,
     SignalScore,
 )
-from ragstack.errors import InvalidArgument, NotFound
+from ragstack.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
+from ragstack.stores.vectors import EmbedderChanged
 from ragstack.text import STOPWORDS, content_words
 from services.retrieve.feedback import expansion_terms, rocchio
 from services.retrieve.fusion import normalized_score_fusion, reciprocal_rank_fusion
@@ -46,7 +47,12 @@ class QueryEmbedder(Protocol):
 
 class DenseIndex(Protocol):
     def search(
-        self, vector: np.ndarray, library: str, k: int, where: SearchFilter | None = None
+        self,
+        vector: np.ndarray,
+        library: str,
+        k: int,
+        where: SearchFilter | None = None,
+        embedder: str | None = None,
     ) -> list[tuple[Chunk, float]]: ...
     def around(
         self,
@@ -144,9 +150,12 @@ class Searcher:
         max_batch: int = 32,
         batch_window_s: float = 0.0,
         feedback: Feedback = Feedback(),
+        tuned_queries: Callable[[str], QueryEmbedder] | None = None,
     ) -> None:
         """`embedder` embeds Score's texts; `query_embedder` (the same when not given) search
-        queries. Each model, and the reranker, runs concurrent requests in shared batches."""
+        queries; `tuned_queries` the query model of a library whose vectors a tuned embedder
+        made, by its name (ragstack/tuning). Each model, and the reranker, runs concurrent
+        requests in shared batches."""
         self._embedder = embedder
         self._embed = Batcher(embedder.embed, "embedder", max_batch, batch_window_s)
         self._embed_query = (
@@ -154,6 +163,10 @@ class Searcher:
             if query_embedder is None or query_embedder is embedder
             else Batcher(query_embedder.embed, "query-embedder", max_batch, batch_window_s)
         )
+        self._tuned_queries = tuned_queries
+        self._query_models: dict[str, Batcher[str]] = {"": self._embed_query}
+        self._library_embedder: dict[str, str] = {}  # last seen; a search that finds it changed redoes
+        self._max_batch, self._batch_window_s = max_batch, batch_window_s
         self._rerank_pairs = (
             Batcher(reranker.score_pairs, "reranker", max_batch * rerank_factor, batch_window_s)
             if reranker is not None
@@ -382,7 +395,7 @@ class Searcher:
         return "\n\n".join(picked[p].text for p in sorted(picked))
 
     def close(self) -> None:
-        for batcher in {self._embed, self._embed_query, self._rerank_pairs}:
+        for batcher in {self._embed, *self._query_models.values(), self._rerank_pairs}:
             if batcher is not None:
                 batcher.close()
 
@@ -429,12 +442,33 @@ class Searcher:
         where: SearchFilter,
         keep: dict[str, np.ndarray] | None = None,
     ) -> list[tuple[Chunk, float]]:
-        """Nearest chunks to the query's vector, which `keep` gets (as "query") for feedback."""
+        """Nearest chunks to the query's vector, which `keep` gets (as "query") for feedback. The
+        query goes through the model of the library's vectors: the one they had at the last search,
+        and again through the right one when a tuning swapped them since."""
         with tracer.start_as_current_span("retrieve.dense"):
-            vector = (await self._embed_query([query]))[0]
-            if keep is not None:
-                keep["query"] = vector
-            return await asyncio.to_thread(self._dense.search, vector, library, k, where)
+            name = self._library_embedder.get(library, "")
+            for _ in range(3):
+                vector = (await self._query_model(name)([query]))[0]
+                try:
+                    found = await asyncio.to_thread(self._dense.search, vector, library, k, where, name)
+                except EmbedderChanged as changed:
+                    name = self._library_embedder[library] = changed.embedder
+                    continue
+                if keep is not None:
+                    keep["query"] = vector
+                return found
+            raise Unavailable(f"library {library!r}'s vectors kept changing models during the search")
+
+    def _query_model(self, name: str) -> Batcher[str]:
+        model = self._query_models.get(name)
+        if model is None:
+            if self._tuned_queries is None:
+                raise FailedPrecondition(f"this retrieve service has no tuned embedders, and {name!r} is one")
+            loaded = self._tuned_queries(name)
+            model = self._query_models.setdefault(
+                name, Batcher(loaded.embed, f"query-{name}", self._max_batch, self._batch_window_s)
+            )
+        return model
 
 
 def _single(signal: str, hits: list[tuple[Chunk, float]]) -> list[SearchHit]:

@@ -120,7 +120,7 @@ class Dense:
     def __init__(self) -> None:
         self.queries: list[np.ndarray] = []
 
-    def search(self, vector, library, k, where=None):
+    def search(self, vector, library, k, where=None, embedder=None):
         self.queries.append(vector)
         return sorted(((c, float(vector[self.axes[c.chunk_id]])) for c in CHUNKS), key=lambda x: -x[1])[:k]
 

@@ -30,7 +30,7 @@ class ListIndex:
     def __init__(self, order: list[int]) -> None:
         self.order = order
 
-    def search(self, query, library, k, where=None):  # type: ignore[no-untyped-def]
+    def search(self, query, library, k, where=None, embedder=None):  # type: ignore[no-untyped-def]
         where = where or SearchFilter()
         picked = [CHUNKS[i] for i in self.order if where.accepts(CHUNKS[i])][:k]
         return [(c, 1.0 - 0.1 * r) for r, c in enumerate(picked)]

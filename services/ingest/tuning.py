@@ -1,0 +1,175 @@
+"""A library's own embedder (`TuneEmbedder`): the bundled MiniLM fine-tuned on the library's
+passages (ragstack/tuning), then the library re-embedded with it. Searches keep the old vectors
+until the new ones are complete: they are computed beside the index, and swapped in for the whole
+library in one commit under the stores' lock, with any chunk written meanwhile embedded then too.
+Revert re-embeds the library with the configured embedder the same way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import pyarrow as pa
+
+from ragstack.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from ragstack.models import InstallError
+from ragstack.tuning.pairs import PairSource, training_pairs
+from ragstack.tuning.tune import TuneProgress, TuneSettings, TuneStep, train_and_export
+from services.ingest.pipeline import EmbedderPort
+
+EMBED_BATCH = 256
+DEFAULT_PAIRS = 10_000  # about half an hour an epoch on 2 cores
+
+
+class VectorTable(Protocol):
+    def library_embedder(self, library: str) -> str: ...
+    def library_texts(self, library: str) -> pa.Table: ...
+    def replace_vectors(self, library: str, vectors: dict[str, np.ndarray], embedder: str) -> int: ...
+
+
+@dataclass(frozen=True)
+class Tuned:
+    embedder: str  # the library's embedder now ("" the configured one)
+    previous: str
+    pairs: int
+    chunks: int
+    seconds: float
+
+
+class Tuner:
+    def __init__(
+        self,
+        vectors: VectorTable,
+        exclusive: Callable[[], AbstractContextManager[None]],
+        embedder: Callable[[str], EmbedderPort],
+        folder: Path,
+        tool_env: Path,
+        check: Callable[[Path], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """`embedder`: a model by name ("" the configured one); `folder`: where tuned embedders
+        are installed; `tool_env`: the export's tool environment (torch, optimum), where training
+        runs; `check`: loads an installed embedder (refusing one that does not load)."""
+        self._vectors = vectors
+        self._exclusive = exclusive
+        self._embedder = embedder
+        self._folder = folder
+        self._tool_env = tool_env
+        self._check = check
+        self._clock = clock
+        self._running: set[str] = set()
+        self._lock = threading.Lock()
+
+    def tune(self, library: str, settings: TuneSettings, max_pairs: int, progress: TuneProgress) -> Tuned:
+        with self._one_at_a_time(library):
+            started = self._clock()
+            previous = self._vectors.library_embedder(library)
+            rows = self._rows(library)
+            sources = (
+                PairSource(tuple(h or ()), t or "")
+                for h, t in zip(rows["heading_path"], rows["text"], strict=True)
+            )
+            pairs = training_pairs(sources, max_pairs, settings.seed)
+            progress(TuneStep("pairs", len(pairs), len(pairs)))
+            name = _name(library, pairs, settings)
+            target = self._folder / name
+            try:
+                train_and_export(pairs, target, self._tool_env, settings, progress, self._check)
+            except InstallError as err:
+                raise FailedPrecondition(f"tuning the embedder failed: {err}") from None
+            count = self._reembed(library, name, progress)
+            return Tuned(name, previous, len(pairs), count, self._clock() - started)
+
+    def revert(self, library: str, progress: TuneProgress) -> Tuned:
+        with self._one_at_a_time(library):
+            started = self._clock()
+            previous = self._vectors.library_embedder(library)
+            if not previous:
+                raise FailedPrecondition(f"library {library!r} already uses the configured embedder")
+            self._rows(library)
+            count = self._reembed(library, "", progress)
+            return Tuned("", previous, 0, count, self._clock() - started)
+
+    def _rows(self, library: str) -> dict[str, list[Any]]:
+        rows = self._vectors.library_texts(library).to_pydict()
+        if not rows["chunk_id"]:
+            raise NotFound(f"library {library!r} has no chunks to tune on")
+        return rows
+
+    def _reembed(self, library: str, name: str, progress: TuneProgress) -> int:
+        """Every chunk embedded with `name` beside the index, then swapped in all at once."""
+        model = self._embedder(name)
+        done = self._embed(model, self._vectors.library_texts(library).to_pydict(), {}, progress)
+        with self._exclusive():  # no batch is written meanwhile; those written since are embedded now
+            late = self._embed(model, self._vectors.library_texts(library).to_pydict(), done, progress)
+            return self._vectors.replace_vectors(library, {c: v for (c, _), v in late.items()}, name)
+
+    def _embed(
+        self,
+        model: EmbedderPort,
+        rows: dict[str, list[Any]],
+        known: dict[tuple[str, str], np.ndarray],
+        progress: TuneProgress,
+    ) -> dict[tuple[str, str], np.ndarray]:
+        """Vectors keyed by (chunk id, text as embedded): those in `known` are kept, the rest made."""
+        keys = [
+            (str(c), " > ".join(h or ()) + "\n" + str(t or ""))  # as ingest embeds it (embedding_text)
+            for c, h, t in zip(rows["chunk_id"], rows["heading_path"], rows["text"], strict=True)
+        ]
+        out = {k: known[k] for k in keys if k in known}
+        todo = [k for k in keys if k not in out]
+        for i in range(0, len(todo), EMBED_BATCH):
+            part = todo[i : i + EMBED_BATCH]
+            out.update(zip(part, model.embed([text for _, text in part]), strict=True))
+            progress(TuneStep("embedding", min(i + EMBED_BATCH, len(todo)), len(todo)))
+        return out
+
+    @contextmanager
+    def _one_at_a_time(self, library: str) -> Iterator[None]:
+        with self._lock:
+            if library in self._running:
+                raise AlreadyExists(f"library {library!r} is being tuned already")
+            self._running.add(library)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._running.discard(library)
+
+
+def _name(library: str, pairs: list[tuple[str, str]], settings: TuneSettings) -> str:
+    """`<library>-<hash of the pairs and settings>`: the same corpus and settings name the same model."""
+    digest = hashlib.sha256(repr((pairs, settings)).encode()).hexdigest()[:12]
+    stem = "".join(ch if ch.isalnum() else "-" for ch in library.lower()).strip("-")[:48] or "library"
+    return f"{stem}-{digest}"
+
+
+def same_dimension(check: Callable[[Path], None], dimension: int) -> Callable[[Path], None]:
+    """`check`, and the model's vectors as long as the index's (its table holds one size)."""
+
+    def checked(folder: Path) -> None:
+        check(folder)
+        from ragstack.embedding import Embedder
+
+        found = Embedder(folder).dimension
+        if found != dimension:
+            raise InstallError(
+                f"the tuned model gives {found}-dimensional vectors, the index holds {dimension}"
+            )
+
+    return checked
+
+
+def check_settings(epochs: float, max_pairs: int) -> None:
+    if not 0 < epochs <= 10:
+        raise InvalidArgument(f"epochs {epochs} is out of range (0, 10]")
+    if not 2 <= max_pairs <= 1_000_000:
+        raise InvalidArgument(f"max_pairs {max_pairs} is out of range 2..1000000")
