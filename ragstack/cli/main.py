@@ -924,11 +924,19 @@ def tune_group() -> None:
 @click.option("-l", "--library", default="", help="Library (default from config).")
 @click.option("--epochs", default=0.0, type=float, help="Passes over the training pairs (default 1).")
 @click.option("--max-pairs", default=0, type=int, help="Most training pairs (default 10,000).")
+@click.option(
+    "--pairs",
+    type=click.Choice(["heading", "sentence", "both"]),
+    default="heading",
+    show_default=True,
+    help="heading: each heading path with its passage; sentence: a passage's sentence with the rest "
+    "(for a corpus without headings); both.",
+)
 @click.option("--revert", is_flag=True, help="Back to the configured embedder (re-embeds, trains nothing).")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 @click.pass_context
 def tune_embedder_cmd(
-    ctx: click.Context, library: str, epochs: float, max_pairs: int, revert: bool, as_json: bool
+    ctx: click.Context, library: str, epochs: float, max_pairs: int, pairs: str, revert: bool, as_json: bool
 ) -> None:
     """Fine-tune the bundled embedder on LIBRARY's own passages (no labels: each heading and each
     sentence with the passage it came from), export it to ONNX and re-embed the library with it.
@@ -936,7 +944,7 @@ def tune_embedder_cmd(
     (training runs in models.tool_env, made the first time from the package registry)."""
     from ragstack.cli.tune import tune_embedder
 
-    _run(tune_embedder(_config(ctx), library, epochs, max_pairs, revert, as_json))
+    _run(tune_embedder(_config(ctx), library, epochs, max_pairs, pairs, revert, as_json))
 
 
 @cli.group(name="store")

@@ -368,11 +368,16 @@ class IngestClient:
             yield convert.ingest_event_from_pb(event)
 
     async def tune_embedder(
-        self, library: str = "", epochs: float = 0.0, max_pairs: int = 0, revert: bool = False
+        self,
+        library: str = "",
+        epochs: float = 0.0,
+        max_pairs: int = 0,
+        revert: bool = False,
+        pairs: str = "",
     ) -> AsyncIterator[ingest_pb2.TuneEmbedderResponse]:
         """A library's embedder tuned (or reverted): progress events, then `done`."""
         req = ingest_pb2.TuneEmbedderRequest(
-            library=library, epochs=epochs, max_pairs=max_pairs, revert=revert
+            library=library, epochs=epochs, max_pairs=max_pairs, revert=revert, pairs=pairs
         )
         async for event in _stream(self._stub.TuneEmbedder(req, timeout=self._deadline)):
             yield event

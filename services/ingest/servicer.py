@@ -484,7 +484,8 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         library = library_name(request.library, self._default_library)
         settings = TuneSettings(epochs=request.epochs or 1.0)
         max_pairs = request.max_pairs or DEFAULT_PAIRS
-        check_settings(settings.epochs, max_pairs)
+        kinds = request.pairs or "heading"
+        check_settings(settings.epochs, max_pairs, kinds)
         loop = asyncio.get_running_loop()
         steps: asyncio.Queue[TuneStep] = asyncio.Queue()
         stop = threading.Event()
@@ -498,7 +499,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
             work = asyncio.ensure_future(asyncio.to_thread(tuner.revert, library, progress))
         else:
             work = asyncio.ensure_future(
-                asyncio.to_thread(tuner.tune, library, settings, max_pairs, progress)
+                asyncio.to_thread(tuner.tune, library, settings, max_pairs, kinds, progress)
             )
         try:
             while not work.done() or not steps.empty():
@@ -512,6 +513,8 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         finally:
             stop.set()
             await asyncio.wait([work])  # nothing of the tuning outlives the call
+            if not work.cancelled() and isinstance(work.exception(), Cancelled):
+                log.info("tuning %r stopped: its call ended", library)
 
     # --- sources ---------------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from ragstack.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from ragstack.models import InstallError
-from ragstack.tuning.pairs import PairSource, training_pairs
+from ragstack.tuning.pairs import KINDS, PairSource, training_pairs
 from ragstack.tuning.tune import TuneProgress, TuneSettings, TuneStep, train_and_export
 from services.ingest.pipeline import EmbedderPort
 
@@ -68,7 +68,9 @@ class Tuner:
         self._running: set[str] = set()
         self._lock = threading.Lock()
 
-    def tune(self, library: str, settings: TuneSettings, max_pairs: int, progress: TuneProgress) -> Tuned:
+    def tune(
+        self, library: str, settings: TuneSettings, max_pairs: int, kinds: str, progress: TuneProgress
+    ) -> Tuned:
         with self._one_at_a_time(library):
             started = self._clock()
             previous = self._vectors.library_embedder(library)
@@ -77,7 +79,7 @@ class Tuner:
                 PairSource(tuple(h or ()), t or "")
                 for h, t in zip(rows["heading_path"], rows["text"], strict=True)
             )
-            pairs = training_pairs(sources, max_pairs, settings.seed)
+            pairs = training_pairs(sources, max_pairs, settings.seed, KINDS[kinds])
             progress(TuneStep("pairs", len(pairs), len(pairs)))
             name = _name(library, pairs, settings)
             target = self._folder / name
@@ -168,7 +170,9 @@ def same_dimension(check: Callable[[Path], None], dimension: int) -> Callable[[P
     return checked
 
 
-def check_settings(epochs: float, max_pairs: int) -> None:
+def check_settings(epochs: float, max_pairs: int, kinds: str) -> None:
+    if kinds not in KINDS:
+        raise InvalidArgument(f"pairs {kinds!r} is none of {', '.join(KINDS)}")
     if not 0 < epochs <= 10:
         raise InvalidArgument(f"epochs {epochs} is out of range (0, 10]")
     if not 2 <= max_pairs <= 1_000_000:

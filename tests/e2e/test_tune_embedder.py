@@ -157,7 +157,7 @@ async def test_cancelled_tuning_changes_nothing(stack: Stack) -> None:
     await _ingest(ingest, ["bm25.md", "chunking.md"], "cancelled")
     before = _rows(stack, "cancelled")
     existing = _models(stack)
-    async for event in ingest.tune_embedder("cancelled", max_pairs=2000, epochs=10):
+    async for event in ingest.tune_embedder("cancelled", max_pairs=2000, epochs=10, pairs="both"):
         if event.stage == "training":
             break  # the client goes away mid-training: the call ends, the work with it
     for _ in range(100):  # the service stops the trainer and frees the library
@@ -181,6 +181,7 @@ async def test_refusals(stack: Stack) -> None:
     assert "no chunks" in await _fails("NOT_FOUND", ingest.tune_embedder("nothing-here"))
     assert "epochs" in await _fails("INVALID_ARGUMENT", ingest.tune_embedder(LIB, epochs=50))
     assert "max_pairs" in await _fails("INVALID_ARGUMENT", ingest.tune_embedder(LIB, max_pairs=1))
+    assert "pairs 'titles'" in await _fails("INVALID_ARGUMENT", ingest.tune_embedder(LIB, pairs="titles"))
     await _ingest(ingest, ["bm25.md"], "never-tuned")
     assert "configured embedder" in await _fails(
         "FAILED_PRECONDITION", ingest.tune_embedder("never-tuned", revert=True)
