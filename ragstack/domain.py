@@ -506,6 +506,7 @@ class LibraryStats:
     relations: int = 0
     communities: int = 0
     last_indexed_at: str = ""
+    embedder: str = ""  # "" the configured one, else a tuned one's name
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ async def stats(cfg: Config, library: str, as_json: bool) -> None:
     table.add_column("communities", justify="right")
     table.add_column("media types")
     table.add_column("last indexed")
+    table.add_column("embedder")
     for lib in found.libraries:
         table.add_row(
             lib.name,
@@ -61,6 +62,7 @@ async def stats(cfg: Config, library: str, as_json: bool) -> None:
             str(lib.communities),
             ", ".join(f"{k or '?'} {v}" for k, v in sorted(lib.media_types.items())),
             lib.last_indexed_at[:19],
+            lib.embedder or "configured",
         )
     console.print(table)
     versions = ", ".join(f"{k} v{v}" for k, v in sorted(found.table_versions.items()))

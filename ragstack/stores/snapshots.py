@@ -123,6 +123,7 @@ class StoreLifecycle:
                     relations=relations,
                     communities=communities,
                     last_indexed_at=at,
+                    embedder=self._vectors.library_embedder(name),
                 )
             )
         catalog = self._data_dir / "catalog.sqlite"

@@ -458,7 +458,7 @@ class StatsRequest(_message.Message):
     def __init__(self, library: _Optional[str] = ...) -> None: ...
 
 class LibraryStats(_message.Message):
-    __slots__ = ("name", "documents", "chunks", "vector_chunks", "lexical_chunks", "lexical_pages", "media_types", "entities", "relations", "communities", "last_indexed_at")
+    __slots__ = ("name", "documents", "chunks", "vector_chunks", "lexical_chunks", "lexical_pages", "media_types", "entities", "relations", "communities", "last_indexed_at", "embedder")
     class MediaTypesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -477,6 +477,7 @@ class LibraryStats(_message.Message):
     RELATIONS_FIELD_NUMBER: _ClassVar[int]
     COMMUNITIES_FIELD_NUMBER: _ClassVar[int]
     LAST_INDEXED_AT_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDER_FIELD_NUMBER: _ClassVar[int]
     name: str
     documents: int
     chunks: int
@@ -488,7 +489,8 @@ class LibraryStats(_message.Message):
     relations: int
     communities: int
     last_indexed_at: str
-    def __init__(self, name: _Optional[str] = ..., documents: _Optional[int] = ..., chunks: _Optional[int] = ..., vector_chunks: _Optional[int] = ..., lexical_chunks: _Optional[int] = ..., lexical_pages: _Optional[int] = ..., media_types: _Optional[_Mapping[str, int]] = ..., entities: _Optional[int] = ..., relations: _Optional[int] = ..., communities: _Optional[int] = ..., last_indexed_at: _Optional[str] = ...) -> None: ...
+    embedder: str
+    def __init__(self, name: _Optional[str] = ..., documents: _Optional[int] = ..., chunks: _Optional[int] = ..., vector_chunks: _Optional[int] = ..., lexical_chunks: _Optional[int] = ..., lexical_pages: _Optional[int] = ..., media_types: _Optional[_Mapping[str, int]] = ..., entities: _Optional[int] = ..., relations: _Optional[int] = ..., communities: _Optional[int] = ..., last_indexed_at: _Optional[str] = ..., embedder: _Optional[str] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
     __slots__ = ("libraries", "table_versions", "lancedb_bytes", "tantivy_bytes", "catalog_bytes", "snapshots_bytes", "snapshots")

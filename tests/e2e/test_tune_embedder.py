@@ -125,6 +125,8 @@ async def test_tune_reembed_search_and_revert(stack: Stack, embedder: Embedder) 
     assert np.allclose(stored, tuned.embed(texts), atol=1e-4)  # every vector is the tuned model's
     assert not np.allclose(stored, embedder.embed(texts), atol=1e-2)  # and no longer the base's
     assert {e for e, _, _ in _rows(stack, OTHER).values()} == {""}  # another library is untouched
+    shown = {lib.name: lib.embedder for lib in (await ingest.stats()).libraries}
+    assert shown[LIB] == done.embedder and shown[OTHER] == ""
 
     # Queries of the tuned library go through the tuned model: a chunk's own text finds it first.
     probe = ids[0]
