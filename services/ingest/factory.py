@@ -114,6 +114,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         cfg.models.tuned_folder,
         cfg.models.tool_env,
         same_dimension(check_embedder(cfg), embedder.dimension),
+        recentre=graph.recentre if graph is not None else None,
     )
 
     lifecycle = StoreLifecycle(cfg.data_dir, catalog, vectors, lexical, graph_store)

@@ -212,6 +212,15 @@ class GraphIndex:
             out.append((mean / norm if norm > 0 else mean).astype(np.float32))
         return out
 
+    def recentre(self, library: str) -> None:
+        """Every community's vector made again from its chunks' vectors (after the library's
+        vectors changed models: TuneEmbedder), its summary kept."""
+        communities, _ = self._store.communities(library)
+        if communities:
+            self._store.replace_communities(
+                library, communities, np.vstack(self._centroids(library, communities))
+            )
+
     def counts(self, library: str) -> CommunityCounts:
         entities, relations, communities = self._store.counts(library)
         return CommunityCounts(entities, relations, communities, 0)

@@ -54,10 +54,13 @@ class Tuner:
         tool_env: Path,
         check: Callable[[Path], None],
         clock: Callable[[], float] = time.monotonic,
+        recentre: Callable[[str], None] | None = None,
     ) -> None:
         """`embedder`: a model by name ("" the configured one); `folder`: where tuned embedders
         are installed; `tool_env`: the export's tool environment (torch, optimum), where training
-        runs; `check`: loads an installed embedder (refusing one that does not load)."""
+        runs; `check`: loads an installed embedder (refusing one that does not load); `recentre`:
+        the graph's community vectors of a library made again from its new chunk vectors."""
+        self._recentre = recentre
         self._vectors = vectors
         self._exclusive = exclusive
         self._embedder = embedder
@@ -112,7 +115,10 @@ class Tuner:
         done = self._embed(model, self._vectors.library_texts(library).to_pydict(), {}, progress)
         with self._exclusive():  # no batch is written meanwhile; those written since are embedded now
             late = self._embed(model, self._vectors.library_texts(library).to_pydict(), done, progress)
-            return self._vectors.replace_vectors(library, {c: v for (c, _), v in late.items()}, name)
+            count = self._vectors.replace_vectors(library, {c: v for (c, _), v in late.items()}, name)
+            if self._recentre is not None:  # communities are found by their chunks' mean vector
+                self._recentre(library)
+            return count
 
     def _embed(
         self,

@@ -69,6 +69,7 @@ class DenseIndex(Protocol):
         self, library: str, chunk_ids: Sequence[str], acl: tuple[str, ...] | None = None
     ) -> list[Chunk]: ...
     def vectors_by_id(self, library: str, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]: ...
+    def library_embedder(self, library: str) -> str: ...
 
 
 class LexicalIndex(Protocol):
@@ -246,7 +247,9 @@ class Searcher:
     ) -> tuple[list[tuple[Chunk, float]], tuple[CommunityHit, ...]]:
         graph = self._graph_search()
         with tracer.start_as_current_span("retrieve.graph_global"):
-            vector = (await self._embed_query([query]))[0]
+            # The communities' vectors are means of the chunks' (services/ingest/graph_index.py).
+            name = await asyncio.to_thread(self._dense.library_embedder, library)
+            vector = (await self._query_model(name)([query]))[0]
             hits, communities = await asyncio.to_thread(graph.global_, vector, library, k, where)
         return hits, tuple(communities)
 

@@ -20,6 +20,7 @@ from ragstack.errors import PermissionDenied, RpcError
 from ragstack.resources import Resources
 from ragstack.rpc.clients import IngestClient, RetrieveClient, open_channel
 from ragstack.serve import Stack
+from ragstack.stores.graph import GraphStore
 from ragstack.stores.vectors import EMBEDDER, VectorStore
 from tests.conftest import ROOT, SAMPLES, make_config, start_with
 
@@ -36,7 +37,6 @@ async def stack(tmp_path_factory: pytest.TempPathFactory, resources: Resources) 
     folder = tmp_path_factory.mktemp("tune")
     cfg = make_config(
         folder / "data",
-        ingest={"graph": False},
         models={"tuned_dir": str(folder / "tuned"), "tool_env": str(TOOL_ENV)},
     )
     stack = await start_with(cfg, resources, gateway=False)
@@ -125,6 +125,13 @@ async def test_tune_reembed_search_and_revert(stack: Stack, embedder: Embedder) 
     assert np.allclose(stored, tuned.embed(texts), atol=1e-4)  # every vector is the tuned model's
     assert not np.allclose(stored, embedder.embed(texts), atol=1e-2)  # and no longer the base's
     assert {e for e, _, _ in _rows(stack, OTHER).values()} == {""}  # another library is untouched
+    communities, centres = GraphStore(stack.cfg.storage.lancedb(stack.cfg.data_dir), 384).communities(LIB)
+    assert communities  # each one's vector is the mean of its chunks' new vectors
+    for community, centre in zip(communities, centres, strict=True):
+        mean = np.mean([after[c][1] for c in community.chunk_ids if c in after], axis=0)
+        assert np.allclose(centre, mean / np.linalg.norm(mean), atol=1e-4)
+    hits, _ = await retrieve.search("how are rankings fused", LIB, 3, d.SearchMode.GRAPH_GLOBAL)
+    assert hits
     shown = {lib.name: lib.embedder for lib in (await ingest.stats()).libraries}
     assert shown[LIB] == done.embedder and shown[OTHER] == ""
 
