@@ -2,8 +2,7 @@
 queries): each pair is an anchor and the passage it came from, and the other passages of a batch
 are its negatives.
 
-Two kinds, both general; headings are the default (on SciFact sentence pairs cost dense nDCG@10
-0.02 where heading pairs gained 0.008: README, Results):
+Two kinds, both general; headings are the default (chosen on SciFact train: README, Results):
 - heading: a chunk's heading path (title > section) as the anchor, its text as the passage, once
   per distinct heading path (a heading shared by many chunks would make true pairs negatives);
 - sentence (the inverse cloze task): one sentence of a chunk as the anchor, the chunk without it

@@ -17,7 +17,6 @@ from pathlib import Path
 from ragstack import models
 
 TRAINER = Path(__file__).with_name("train_embedder.py")
-TUNED = "tuned"  # the models folder's subfolder of tuned embedders, one folder each
 
 
 @dataclass(frozen=True)

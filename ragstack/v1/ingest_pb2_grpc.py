@@ -381,7 +381,8 @@ class IngestServiceServicer:
         vectors. With `revert`, nothing is trained: the library is re-embedded with the configured
         embedder. Training runs in the export's tool environment (`models.tool_env`).
         Errors: NOT_FOUND for a library without chunks; ALREADY_EXISTS while the library is being
-        tuned; INVALID_ARGUMENT for settings out of range; FAILED_PRECONDITION when training or the
+        tuned; RESOURCE_EXHAUSTED while another library is (one at a time: a trainer takes the
+        service's cores and about 4 GB); INVALID_ARGUMENT for settings out of range; FAILED_PRECONDITION when training or the
         export fails (the tool's words), or on revert when the library is not tuned.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

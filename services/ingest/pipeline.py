@@ -87,7 +87,11 @@ class _Prepared:
 
 def embedding_text(chunk: Chunk) -> str:
     """What the embedder sees: the heading path situates the chunk in its document."""
-    return " > ".join(chunk.heading_path) + "\n" + chunk.text
+    return embedded_form(chunk.heading_path, chunk.text)
+
+
+def embedded_form(heading_path: Sequence[str], text: str) -> str:
+    return " > ".join(heading_path) + "\n" + text
 
 
 class IngestPipeline:

@@ -19,14 +19,15 @@ from typing import Any, Protocol
 import numpy as np
 import pyarrow as pa
 
-from ragstack.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from ragstack.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, ResourceExhausted
 from ragstack.models import InstallError
 from ragstack.tuning.pairs import KINDS, PairSource, training_pairs
 from ragstack.tuning.tune import TuneProgress, TuneSettings, TuneStep, train_and_export
-from services.ingest.pipeline import EmbedderPort
+from services.ingest.pipeline import EmbedderPort, embedded_form
 
 EMBED_BATCH = 256
 DEFAULT_PAIRS = 10_000  # about half an hour an epoch on 2 cores
+MAX_PAIRS = 100_000
 
 
 class VectorTable(Protocol):
@@ -129,7 +130,7 @@ class Tuner:
     ) -> dict[tuple[str, str], np.ndarray]:
         """Vectors keyed by (chunk id, text as embedded): those in `known` are kept, the rest made."""
         keys = [
-            (str(c), " > ".join(h or ()) + "\n" + str(t or ""))  # as ingest embeds it (embedding_text)
+            (str(c), embedded_form(h or (), str(t or "")))
             for c, h, t in zip(rows["chunk_id"], rows["heading_path"], rows["text"], strict=True)
         ]
         out = {k: known[k] for k in keys if k in known}
@@ -145,6 +146,11 @@ class Tuner:
         with self._lock:
             if library in self._running:
                 raise AlreadyExists(f"library {library!r} is being tuned already")
+            if self._running:  # a trainer takes both cores and about 4 GB: one at a time
+                raise ResourceExhausted(
+                    f"library {sorted(self._running)[0]!r} is being tuned: one tuning at a time per "
+                    "ingest service"
+                )
             self._running.add(library)
         try:
             yield
@@ -181,5 +187,5 @@ def check_settings(epochs: float, max_pairs: int, kinds: str) -> None:
         raise InvalidArgument(f"pairs {kinds!r} is none of {', '.join(KINDS)}")
     if not 0 < epochs <= 10:
         raise InvalidArgument(f"epochs {epochs} is out of range (0, 10]")
-    if not 2 <= max_pairs <= 1_000_000:
-        raise InvalidArgument(f"max_pairs {max_pairs} is out of range 2..1000000")
+    if not 2 <= max_pairs <= MAX_PAIRS:
+        raise InvalidArgument(f"max_pairs {max_pairs} is out of range 2..{MAX_PAIRS}")

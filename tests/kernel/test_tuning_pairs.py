@@ -43,3 +43,23 @@ def test_tuned_names_are_one_folder() -> None:
     assert tuned_name_ok("scifact-0123456789ab")
     for bad in ["", "../models", "a/b", ".hidden", "UPPER", "x" * 97, "a..b"]:
         assert not tuned_name_ok(bad), bad
+
+
+def test_one_tuning_at_a_time_per_service(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import contextlib
+
+    import pytest
+
+    from ragstack.errors import AlreadyExists, ResourceExhausted
+    from services.ingest.tuning import Tuner
+
+    tuner = Tuner(None, contextlib.nullcontext, lambda n: None, tmp_path, tmp_path, lambda p: None)  # type: ignore[arg-type]
+    with tuner._one_at_a_time("a"):
+        with pytest.raises(AlreadyExists, match="'a' is being tuned"):
+            with tuner._one_at_a_time("a"):
+                pass
+        with pytest.raises(ResourceExhausted, match="one tuning at a time"):
+            with tuner._one_at_a_time("b"):
+                pass
+    with tuner._one_at_a_time("b"):  # free again once the first has ended
+        pass
