@@ -21,15 +21,20 @@ def connect_lancedb(
     request, at most every `max_staleness_s` (0: on every read too)."""
     import lancedb
 
-    local = isinstance(location, Path) or "://" not in location
-    if local:
-        Path(location).mkdir(parents=True, exist_ok=True)
-    interval = None if writer else timedelta(seconds=0 if local else max_staleness_s)
+    local = local_folder(location)
+    if local is not None:
+        local.mkdir(parents=True, exist_ok=True)
+    interval = None if writer else timedelta(seconds=0 if local is not None else max_staleness_s)
     return lancedb.connect(
         str(location),
         read_consistency_interval=interval,
         storage_options=dict(options) if options else None,
     )
+
+
+def local_folder(location: Path | str) -> Path | None:
+    """The folder of a LanceDB location on this machine's file system; None for an object store URL."""
+    return Path(location) if isinstance(location, Path) or "://" not in location else None
 
 
 def create_or_open(db: Any, name: str, schema: Any) -> Any:

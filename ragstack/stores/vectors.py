@@ -17,7 +17,8 @@ import numpy as np
 import pyarrow as pa
 
 from ragstack.domain import Chunk, SearchFilter, heading_key
-from ragstack.stores.location import connect_lancedb, create_or_open, latest_version
+from ragstack.stores.commit_watch import CommitWatch
+from ragstack.stores.location import connect_lancedb, create_or_open, latest_version, local_folder
 
 TABLE = "chunks"
 GROUPS = "groups"  # the document's ACL groups; empty or null (a table from before ACLs): public
@@ -257,6 +258,9 @@ class VectorStore:
         its ANN index with `nprobes` and `refine_factor` when one was built. `max_staleness_s`: a
         reader on object storage checks for new versions at most this often (connect_lancedb)."""
         self._db = connect_lancedb(path, writer, storage_options, max_staleness_s)
+        folder = local_folder(path)
+        # A writer's handle never checks for commits; on object storage LanceDB spaces its checks.
+        self._watch = CommitWatch(None if writer or folder is None else folder / f"{TABLE}.lance")
         self.dimension = dimension
         self._memory_rows = memory_rows
         self._nprobes = nprobes
@@ -336,7 +340,7 @@ class VectorStore:
             return ""
         with self._lock:
             cached = self._cache.get(library)
-        if cached is not None and cached.version == table.version:
+        if cached is not None and cached.version == self._version(table):
             return cached.embedder
         if EMBEDDER not in table.schema.names:
             return ""
@@ -522,8 +526,11 @@ class VectorStore:
         )
         return True
 
+    def _version(self, table: Any) -> int:
+        return self._watch.version(lambda: int(table.version))
+
     def _snapshot(self, table: Any, library: str) -> _Snapshot | None:
-        version = table.version
+        version = self._version(table)
         with self._lock:
             cached = self._cache.get(library)
             if cached is not None and cached.version == version:
@@ -558,3 +565,4 @@ class VectorStore:
         with self._lock:
             self._table = None
             self._cache.clear()
+            self._watch.forget()

@@ -76,3 +76,53 @@ def test_chunks_and_vectors_by_id_from_lancedb_match_memory(tmp_path: Path) -> N
     assert set(found) == set(wanted[:-1])
     assert all(np.allclose(found[f"d:{i}"], vecs[i]) for i in range(1, 2500, 2))
     assert set(lance.vectors_by_id("other", ["d:0", "d:9"])) == {"d:0"}
+
+
+def test_reader_skips_lancedbs_check_only_while_the_folder_proves_no_commit(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """The commit watch (ragstack/stores/commit_watch.py): once a stamp is old enough to trust, an
+    unchanged folder answers without LanceDB; any commit (add, delete, compaction) is seen by the
+    very next search; a fresh stamp is never trusted."""
+    from ragstack.stores import commit_watch
+
+    writer = VectorStore(tmp_path, DIM, writer=True)
+    vecs = clustered(50)
+    writer.replace_documents("lib", ["d"], chunks(50), vecs)
+    reader = VectorStore(tmp_path, DIM)
+    reads: list[int] = []
+    real = reader._watch.version
+
+    def counted(read):  # type: ignore[no-untyped-def]
+        return real(lambda: reads.append(1) or read())
+
+    monkeypatch.setattr(reader._watch, "version", counted)
+    reader.search(vecs[0], "lib", 3)
+    reader.search(vecs[0], "lib", 3)
+    assert len(reads) == 2  # the commit just happened: its stamp is too fresh to trust
+
+    monkeypatch.setattr(commit_watch, "RACY_NS", 0)
+    reader.search(vecs[0], "lib", 3)
+    before = len(reads)
+    for _ in range(5):
+        assert reader.search(vecs[0], "lib", 1)[0][0].chunk_id == "d:0"
+    assert len(reads) == before  # nothing committed: no LanceDB check
+
+    writer.replace_documents("lib", ["fresh"], chunks(1, doc="fresh"), -vecs[:1])
+    assert reader.search(-vecs[0], "lib", 1)[0][0].chunk_id == "fresh:0"
+    writer.replace_documents("lib", ["fresh"], [], np.zeros((0, DIM), np.float32))
+    assert reader.search(-vecs[0], "lib", 1)[0][0].chunk_id != "fresh:0"
+    writer.connection().open_table("chunks").optimize()  # compaction: a new version, same rows
+    version = int(writer.connection().open_table("chunks").version)
+    reader.search(vecs[0], "lib", 1)
+    assert reader._cache["lib"].version == version
+
+
+def test_commit_watch_without_a_hint_or_folder_always_asks(tmp_path: Path) -> None:
+    from ragstack.stores.commit_watch import CommitWatch
+
+    reads: list[int] = []
+    for watch in (CommitWatch(None), CommitWatch(tmp_path / "missing.lance")):
+        for _ in range(3):
+            assert watch.version(lambda: reads.append(1) or 7) == 7
+    assert len(reads) == 6
