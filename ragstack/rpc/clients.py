@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from opentelemetry import propagate
 
 from ragstack import auth, convert
 from ragstack import domain as d
@@ -74,9 +75,7 @@ KEEPALIVE_MS = 20_000
 
 
 def open_channel(address: str, max_message_mb: int = 64, token: str = "") -> grpc.aio.Channel:
-    """A channel whose calls carry `token` (services.token) and the current request id."""
-    from opentelemetry.instrumentation.grpc import aio_client_interceptors
-
+    """A channel whose calls carry `token` (services.token), the current request id and trace."""
     limit = max_message_mb * 1024 * 1024
     return grpc.aio.insecure_channel(
         address,
@@ -90,12 +89,14 @@ def open_channel(address: str, max_message_mb: int = 64, token: str = "") -> grp
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),
         ],
-        interceptors=[MetadataUnary(token), MetadataStream(token), *aio_client_interceptors()],
+        interceptors=[MetadataUnary(token), MetadataStream(token)],
     )
 
 
 class _Metadata:
-    """Adds the token, the current request id and the current principal to an outgoing call."""
+    """Adds the token, the current request id, the current principal and the current span (W3C
+    `traceparent`: the peer's server span is its child, ragstack/rpc/interceptors.py) to an
+    outgoing call."""
 
     def __init__(self, token: str) -> None:
         self._token = token
@@ -108,6 +109,10 @@ class _Metadata:
             metadata.add("x-request-id", request_id)
         if (principal := auth.current()) is not auth.LOCAL:  # the caller's, passed on to every peer
             metadata.add(auth.HEADER, principal.to_header())
+        carrier: dict[str, str] = {}
+        propagate.inject(carrier)
+        for key, value in carrier.items():
+            metadata.add(key, value)
         return grpc.aio.ClientCallDetails(
             details.method, details.timeout, metadata, details.credentials, details.wait_for_ready
         )

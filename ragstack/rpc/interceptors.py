@@ -1,17 +1,24 @@
 """What every call to a service passes through, in one place: the shared token (when configured),
 the caller's principal and its permission for the method (rpc/access.py), the request id (from the
-caller's `x-request-id`, into logs and traces), the call's deadline (for the model batchers),
-Prometheus metrics per method and status, and domain errors mapped to gRPC status codes."""
+caller's `x-request-id`, into logs and traces), the call's OpenTelemetry server span (a child of the
+caller's, from its `traceparent`), the call's deadline (for the model batchers), Prometheus metrics
+per method and status, and domain errors mapped to gRPC status codes.
+
+The span is made here rather than by opentelemetry-instrumentation-grpc's interceptor, which cost
+0.7 ms of CPU a call (a lexical search costs about 1.5)."""
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 import grpc
+from opentelemetry import propagate, trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
 from prometheus_client import Counter, Histogram
 
 from ragstack import auth
@@ -22,6 +29,7 @@ from ragstack.rpc.access import OPEN_PREFIXES, authorize
 from ragstack.telemetry import REQUEST_ID
 
 log = logging.getLogger(__name__)
+tracer = trace.get_tracer("ragstack.rpc")
 
 RPC_REQUESTS = Counter(
     "ragstack_rpc_requests_total", "gRPC calls served, by method and status.", ["method", "code"]
@@ -63,13 +71,14 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
             inner_uu = handler.unary_unary
 
             async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-                await call.enter(context, request)
-                try:
-                    return await inner_uu(request, context)
-                except BaseException as exc:
-                    await call.fail(context, exc)
-                finally:
-                    call.observe()
+                with call.traced(metadata):
+                    await call.enter(context, request)
+                    try:
+                        return await inner_uu(request, context)
+                    except BaseException as exc:
+                        await call.fail(context, exc)
+                    finally:
+                        call.observe()
 
             return grpc.unary_unary_rpc_method_handler(
                 unary_unary,
@@ -80,14 +89,15 @@ class ServiceInterceptor(grpc.aio.ServerInterceptor):
             inner_us = handler.unary_stream
 
             async def unary_stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-                await call.enter(context, request)
-                try:
-                    async for item in inner_us(request, context):
-                        yield item
-                except BaseException as exc:
-                    await call.fail(context, exc)
-                finally:
-                    call.observe()
+                with call.traced(metadata):
+                    await call.enter(context, request)
+                    try:
+                        async for item in inner_us(request, context):
+                            yield item
+                    except BaseException as exc:
+                        await call.fail(context, exc)
+                    finally:
+                        call.observe()
 
             return grpc.unary_stream_rpc_method_handler(
                 unary_stream,
@@ -108,6 +118,26 @@ class _Call:
         self.request_id = ""
         self.code = "OK"
         self.start = time.perf_counter()
+
+    @contextlib.contextmanager
+    def traced(self, metadata: Mapping[str, str]) -> Iterator[None]:
+        """The call's server span, named by the full method, with its status code."""
+        service, _, name = self.method.lstrip("/").partition("/")
+        with tracer.start_as_current_span(
+            self.method,
+            context=propagate.extract(metadata),
+            kind=SpanKind.SERVER,
+            attributes={"rpc.system": "grpc", "rpc.service": service, "rpc.method": name},
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            try:
+                yield
+            finally:
+                code = getattr(grpc.StatusCode, self.code, grpc.StatusCode.UNKNOWN)
+                span.set_attribute("rpc.grpc.status_code", code.value[0])
+                if code != grpc.StatusCode.OK:
+                    span.set_status(Status(StatusCode.ERROR, self.code))
 
     async def enter(self, context: grpc.aio.ServicerContext, request: Any) -> None:
         REQUEST_ID.set(self.request_id)

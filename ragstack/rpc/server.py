@@ -51,11 +51,9 @@ async def start_server(
     `service_name` is the full proto name (e.g. `ragstack.v1.RetrieveService`); health reports
     SERVING for it and for the empty name once the server is up.
     """
-    from opentelemetry.instrumentation.grpc import aio_server_interceptor
-
     limit = max_message_mb * 1024 * 1024
     server = grpc.aio.server(
-        interceptors=[aio_server_interceptor(), ServiceInterceptor(token, default_library)],
+        interceptors=[ServiceInterceptor(token, default_library)],
         options=[
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),

@@ -92,6 +92,39 @@ async def test_ask_streams_a_cited_verified_answer(stack, spans) -> None:
     assert record["answer"] == done.answer and record["verification"]["manifest"]["claims"]
 
 
+async def test_a_calls_server_span_is_its_callers_child_with_its_status(stack, spans) -> None:
+    """ragstack.rpc: the client passes the current span on (traceparent); the server's span for the
+    call is its child, named by the method, with the call's gRPC status."""
+    from opentelemetry import trace
+
+    from ragstack import domain as d
+    from ragstack.errors import RpcError
+    from ragstack.rpc.clients import RetrieveClient, open_channel
+
+    spans.clear()
+    channel = open_channel(stack.peers["retrieve"], token=stack.cfg.services.token)
+    client = RetrieveClient(channel, 10)
+    with trace.get_tracer("test").start_as_current_span("caller") as caller:
+        await client.search("BM25 parameters", "default", 3, d.SearchMode.LEXICAL)
+        with pytest.raises(RpcError) as refused:
+            await client.search("x", "default", 1000, d.SearchMode.LEXICAL)
+    await channel.close()
+    assert refused.value.code == "INVALID_ARGUMENT"
+    ours = [
+        s
+        for s in spans.get_finished_spans()
+        if s.name == "/ragstack.v1.RetrieveService/Search"
+        and s.context.trace_id == caller.get_span_context().trace_id
+    ]
+    assert len(ours) == 2
+    assert all(s.parent is not None and s.parent.span_id == caller.get_span_context().span_id for s in ours)
+    assert all(s.kind == trace.SpanKind.SERVER and s.attributes["rpc.method"] == "Search" for s in ours)
+    assert sorted(s.attributes["rpc.grpc.status_code"] for s in ours) == [0, 3]
+    assert [s.status.status_code for s in ours if s.attributes["rpc.grpc.status_code"] == 3] == [
+        trace.StatusCode.ERROR
+    ]
+
+
 async def test_get_trace_and_unknown_trace(stack) -> None:
     events = await _ask(stack, "Who proposed reciprocal rank fusion?")
     trace_id = events[-1].done.trace_id
