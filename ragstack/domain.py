@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import enum
+import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ragstack.errors import InvalidArgument
 
@@ -181,6 +182,32 @@ class SignalScore:
     signal: str
     score: float
     rank: int = 0
+
+
+def chunk_key(chunk_id: str) -> int:
+    """A chunk's identity as a signed 64-bit integer (blake2b of its id), the same in every store:
+    search fuses candidates by it before their chunks are read (ragstack/stores/lexical.py)."""
+    return int.from_bytes(hashlib.blake2b(chunk_id.encode(), digest_size=8).digest(), "little", signed=True)
+
+
+def document_key(document_id: str) -> int:
+    """A document's identity the same way: the per-document cap counts candidates by it."""
+    return chunk_key("\x1f" + document_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A search candidate before its chunk is read: its keys, and the chunk when the store had it
+    at hand, else where the lexical store reads it (`at`: its searcher and address)."""
+
+    key: int
+    document_key: int
+    chunk: Chunk | None = None
+    at: Any = None
+
+    @classmethod
+    def of(cls, chunk: Chunk) -> Candidate:
+        return cls(chunk_key(chunk.chunk_id), document_key(chunk.document_id), chunk)
 
 
 @dataclass(frozen=True)

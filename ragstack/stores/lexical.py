@@ -3,6 +3,11 @@
 Document ACLs: every chunk and page has its document's groups as `group` terms (a public one the
 `PUBLIC` term), so a caller's ACL is one more clause of the query: `PUBLIC` or any of its groups.
 An index written before ACLs is read as all public, and rewritten with the field by the writer.
+
+Candidates: each chunk's and page's `key` and `document_key` (ragstack.domain.chunk_key) are fast
+fields, so a hybrid search fuses fifty lexical candidates without reading their stored fields, and
+reads only the few it returns (reading a hit's stored fields cost more than finding it). An index
+written before keys is searched by its stored fields, and rewritten with them by the writer.
 """
 
 from __future__ import annotations
@@ -16,10 +21,11 @@ import shutil
 import sys
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragstack.domain import Chunk, PageText, SearchFilter, heading_key
+from ragstack.domain import Candidate, Chunk, PageText, SearchFilter, chunk_key, document_key, heading_key
 from ragstack.errors import RagstackError
 from ragstack.stores.lexical_snapshots import SnapshotPublisher, SnapshotReader
 
@@ -32,7 +38,9 @@ REPLACED = "ragstack.replaced"
 PUBLIC = "~public"
 
 
-def _schema() -> Any:
+def _schema(keys: bool = True) -> Any:
+    """The index's fields; `keys`: with the candidate keys (False: the schema of the generation
+    before them)."""
     import tantivy
 
     b = tantivy.SchemaBuilder()
@@ -48,20 +56,36 @@ def _schema() -> Any:
     b.add_text_field("heading_key", stored=False, tokenizer_name="raw")
     b.add_text_field("meta", stored=True, index_option="basic", tokenizer_name="raw")
     b.add_text_field("group", stored=True, tokenizer_name="raw")  # ACL groups, or PUBLIC
+    if keys:
+        b.add_integer_field("key", fast=True)
+        b.add_integer_field("document_key", fast=True)
     return b.build()
 
 
-def _open_index(path: Path) -> tuple[Any, bool]:
-    """The index in `path` and whether it has the `group` field: an index written before document
-    ACLs opens with its own schema (all its documents are public)."""
+@dataclass(frozen=True)
+class _Layout:
+    """Which generation of the schema an index was written in."""
+
+    groups: bool = True  # document ACLs
+    keys: bool = True  # candidate keys
+
+    @property
+    def current(self) -> bool:
+        return self.groups and self.keys
+
+
+def _open_index(path: Path) -> tuple[Any, _Layout]:
+    """The index in `path` and its schema's generation: an index written before keys, or before
+    document ACLs (all its documents public), opens with its own schema."""
     import tantivy
 
-    try:
-        return tantivy.Index(_schema(), path=str(path), reuse=True), True
-    except ValueError as err:
-        if "schema does not match" not in str(err):
-            raise
-    return tantivy.Index.open(str(path)), False
+    for keys in (True, False):
+        try:
+            return tantivy.Index(_schema(keys), path=str(path), reuse=True), _Layout(True, keys)
+        except ValueError as err:
+            if "schema does not match" not in str(err):
+                raise
+    return tantivy.Index.open(str(path)), _Layout(False, False)
 
 
 def _acl_terms(groups: Sequence[str]) -> list[str]:
@@ -129,7 +153,7 @@ class LexicalStore:
         self._path = path
         self._replaced = _replaced_token(path)
         self._seen: tuple[tuple[int, int, int], ...] = ()  # the folder as the last reload saw it
-        self._index, self._acl = _open_index(path)
+        self._index, self._layout = _open_index(path)
         self._writer = None
         self._analyzer: Any = None
         self._shared = writer and shared
@@ -146,7 +170,7 @@ class LexicalStore:
                 f"another process is writing the lexical index in {self._path} (a running `ragstack "
                 "serve` or ingest): stop it, or let commands reach it at its configured addresses"
             ) from None
-        if not self._acl:
+        if not self._layout.current:
             self._upgrade()
 
     @contextlib.contextmanager
@@ -204,12 +228,15 @@ class LexicalStore:
                     text=c.text,
                     meta=meta,
                     group=_acl_terms(c.groups),
+                    key=chunk_key(c.chunk_id),
+                    document_key=document_key(c.document_id),
                 )
             )
         for p in pages:
+            page_id = f"{p.document_id}#page{p.page}"
             self._writer.add_document(
                 tantivy.Document(
-                    chunk_id=f"{p.document_id}#page{p.page}",
+                    chunk_id=page_id,
                     document_id=p.document_id,
                     doc_key=doc_key(p.library, p.document_id),
                     kind="page",
@@ -220,6 +247,8 @@ class LexicalStore:
                     text=p.text,
                     meta=json.dumps({"page": p.page}),
                     group=_acl_terms(p.groups),
+                    key=chunk_key(page_id),
+                    document_key=document_key(p.document_id),
                 )
             )
         self._commit()
@@ -268,7 +297,7 @@ class LexicalStore:
         if folder is None:
             return False
         if generation != self._generation:
-            self._index, self._acl = _open_index(folder)
+            self._index, self._layout = _open_index(folder)
             self._generation = generation
         return True
 
@@ -282,24 +311,38 @@ class LexicalStore:
     ) -> list[tuple[Chunk, float]]:
         """BM25 over chunks; `expansion` adds weighted `text` terms (analysed, as from `analyze`)
         as optional clauses: pseudo-relevance feedback."""
-        out = []
-        for doc, score in self._search("chunk", query, library, k, where or SearchFilter(), expansion):
-            meta = json.loads(doc["meta"][0])
-            chunk = Chunk(
-                chunk_id=doc["chunk_id"][0],
-                document_id=doc["document_id"][0],
-                library=doc["library"][0],
-                text=doc["text"][0],
-                heading_path=tuple(meta["heading_path"]),
-                pages=tuple(meta["pages"]),
-                position=int(meta["position"]),
-                title=doc["title"][0],
-                source=meta["source"],
-                media_type=meta.get("media_type", ""),
-                groups=tuple(g for g in doc.get_all("group") if g != PUBLIC),
-            )
-            out.append((chunk, score))
-        return out
+        found = self.search_candidates(query, library, k, where, expansion)
+        return list(zip(self.chunks([c for c, _ in found]), [s for _, s in found], strict=True))
+
+    def search_candidates(
+        self,
+        query: str,
+        library: str,
+        k: int,
+        where: SearchFilter | None = None,
+        expansion: Mapping[str, float] | None = None,
+    ) -> list[tuple[Candidate, float]]:
+        """`search`'s hits as candidates: their keys read from the fast fields, their stored fields
+        left for `chunks` (from an index written before keys: read now)."""
+        found, searcher, layout = self._search("chunk", query, library, k, where or SearchFilter(), expansion)
+        if not found:
+            return []
+        addresses = [a for _, a in found]
+        if layout.keys:
+            keys = searcher.fast_field_values("key", addresses)
+            documents = searcher.fast_field_values("document_key", addresses)
+            if None not in keys and None not in documents:
+                return [
+                    (Candidate(key, document, at=(searcher, address)), score)
+                    for (score, address), key, document in zip(found, keys, documents, strict=True)
+                ]
+        chunks = [_chunk(searcher.doc(a)) for a in addresses]
+        return [(Candidate.of(c), score) for c, (score, _) in zip(chunks, found, strict=True)]
+
+    def chunks(self, candidates: Sequence[Candidate]) -> list[Chunk]:
+        """Each candidate's chunk, in order: its stored fields read from the searcher that found it
+        (a reload since does not move them)."""
+        return [c.chunk if c.chunk is not None else _chunk(c.at[0].doc(c.at[1])) for c in candidates]
 
     def search_pages(
         self, query: str, library: str, k: int, where: SearchFilter | None = None
@@ -309,10 +352,12 @@ class LexicalStore:
         where = where or SearchFilter()
         if where.heading_prefix:
             return []
-        return [
-            (doc["document_id"][0], int(json.loads(doc["meta"][0])["page"]), score)
-            for doc, score in self._search("page", query, library, k, where)
-        ]
+        found, searcher, _ = self._search("page", query, library, k, where)
+        out = []
+        for score, address in found:
+            doc = searcher.doc(address)
+            out.append((doc["document_id"][0], int(json.loads(doc["meta"][0])["page"]), score))
+        return out
 
     def analyze(self, texts: Sequence[str]) -> list[list[str]]:
         """Each text's terms as the `text` field indexes them (stemmed, lower-cased)."""
@@ -336,15 +381,16 @@ class LexicalStore:
         k: int,
         where: SearchFilter,
         expansion: Mapping[str, float] | None = None,
-    ) -> list[tuple[Any, float]]:
+    ) -> tuple[list[tuple[float, Any]], Any, _Layout]:
+        """(score, address) of the best `k` entries of `kind`, the searcher the addresses belong
+        to, and its index's layout."""
         import tantivy
 
         terms = query_terms(query)
-        if not terms:
-            return []
-        if not self._refresh():
-            return []
-        index, has_groups = self._index, self._acl
+        if not terms or not self._refresh():
+            return [], None, self._layout
+        index, layout = self._index, self._layout
+        has_groups = layout.groups
         schema = index.schema
         text_query = index.parse_query(" ".join(terms), list(self._boosts), field_boosts=self._boosts)
         if expansion:
@@ -377,7 +423,11 @@ class LexicalStore:
             clauses.append((tantivy.Occur.Must, visible))
         q = tantivy.Query.boolean_query(clauses)
         searcher = index.searcher()
-        return [(searcher.doc(address), float(score)) for score, address in searcher.search(q, k).hits]
+        return (
+            [(float(score), address) for score, address in searcher.search(q, k, count=False).hits],
+            searcher,
+            layout,
+        )
 
     # lifecycle (ragstack/stores/snapshots.py): counts, copies, restore, garbage collection
 
@@ -438,23 +488,23 @@ class LexicalStore:
             self._reopen()
             if writing:
                 self._writer = self._index.writer(heap_size=_WRITER_HEAP, num_threads=1)
-                if not self._acl:  # a snapshot from before document ACLs
+                if not self._layout.current:  # a snapshot from before keys or ACLs
                     self._upgrade()
 
     def _reopen(self) -> None:
         self._path.mkdir(parents=True, exist_ok=True)
         self._replaced = _replaced_token(self._path)
         self._seen = ()
-        self._index, self._acl = _open_index(self._path)
+        self._index, self._layout = _open_index(self._path)
 
     def _upgrade(self) -> None:
-        """Rewrites an index from before document ACLs with the `group` field (every document
-        public), from its stored fields, beside the index; swapped in by rename like a restore, so
-        readers see the old index or the new one. Runs in the writer, which holds the old index's
-        lock until the copy is made."""
+        """Rewrites an index in an older schema in the current one (from before document ACLs:
+        every document public; from before keys: with them), from its stored fields, beside the
+        index; swapped in by rename like a restore, so readers see the old index or the new one.
+        Runs in the writer, which holds the old index's lock until the copy is made."""
         import tantivy
 
-        from ragstack.stores.lexical_upgrade import copy_as_public
+        from ragstack.stores.lexical_upgrade import copy_into_current
 
         assert self._writer is not None
         old = self._index
@@ -465,7 +515,7 @@ class LexicalStore:
         staging.mkdir(parents=True)
         new = tantivy.Index(self._schema, path=str(staging), reuse=False)
         writer = new.writer(heap_size=_WRITER_HEAP, num_threads=1)
-        copy_as_public(searcher, writer)
+        copy_into_current(searcher, writer, self._layout.groups)
         writer.commit()
         writer.wait_merging_threads()
         (staging / REPLACED).write_text(uuid.uuid4().hex)
@@ -493,6 +543,24 @@ class LexicalStore:
             self._reopen()
             self._index.reload()
         self._seen = seen
+
+
+def _chunk(doc: Any) -> Chunk:
+    """A chunk from its stored fields."""
+    meta = json.loads(doc["meta"][0])
+    return Chunk(
+        chunk_id=doc["chunk_id"][0],
+        document_id=doc["document_id"][0],
+        library=doc["library"][0],
+        text=doc["text"][0],
+        heading_path=tuple(meta["heading_path"]),
+        pages=tuple(meta["pages"]),
+        position=int(meta["position"]),
+        title=doc["title"][0],
+        source=meta["source"],
+        media_type=meta.get("media_type", ""),
+        groups=tuple(g for g in doc.get_all("group") if g != PUBLIC),
+    )
 
 
 def _folder_stamp(path: Path) -> tuple[tuple[int, int, int], ...]:

@@ -8,7 +8,7 @@ candidate, so top_k is filled from visible documents and no score depends on a h
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -18,6 +18,7 @@ from opentelemetry import trace
 from ragstack import auth
 from ragstack.batching import Batcher
 from ragstack.domain import (
+    Candidate,
     Chunk,
     CommunityHit,
     GraphView,
@@ -30,7 +31,13 @@ from ragstack.errors import FailedPrecondition, InvalidArgument, NotFound, Unava
 from ragstack.stores.vectors import EmbedderChanged
 from ragstack.text import STOPWORDS, content_words
 from services.retrieve.feedback import expansion_terms, rocchio
-from services.retrieve.fusion import normalized_score_fusion, reciprocal_rank_fusion
+from services.retrieve.fusion import (
+    Fused,
+    cap_per_document,
+    normalized_score_fusion,
+    ranked_alone,
+    reciprocal_rank_fusion,
+)
 from services.retrieve.graph_search import GraphSearch
 
 MAX_CHUNK_ID = 512  # `<document_id>:<position>`: ids are hashes, far shorter
@@ -73,14 +80,15 @@ class DenseIndex(Protocol):
 
 
 class LexicalIndex(Protocol):
-    def search(
+    def search_candidates(
         self,
         query: str,
         library: str,
         k: int,
         where: SearchFilter | None = None,
         expansion: Mapping[str, float] | None = None,
-    ) -> list[tuple[Chunk, float]]: ...
+    ) -> list[tuple[Candidate, float]]: ...
+    def chunks(self, candidates: Sequence[Candidate]) -> list[Chunk]: ...
     def search_pages(
         self, query: str, library: str, k: int, where: SearchFilter | None = None
     ) -> list[tuple[str, int, float]]: ...
@@ -214,17 +222,18 @@ class Searcher:
         where = q.where.narrowed_to(auth.current().acl)  # the caller's ACL, inside every store's query
         communities: tuple[CommunityHit, ...] = ()
         if mode == SearchMode.DENSE:
-            hits = _single("dense", await self._dense_hits(text, q.library, n, where))
+            fused = ranked_alone("dense", await self._dense_hits(text, q.library, n, where))
         elif mode == SearchMode.GRAPH_LOCAL:
-            hits = _single("graph", await self._graph_local(text, q.library, n, where))
+            fused = ranked_alone("graph", await self._graph_local(text, q.library, n, where))
         elif mode == SearchMode.GRAPH_GLOBAL:
             found, communities = await self._graph_global(text, q.library, n, where)
-            hits = _single("graph", found)
+            fused = ranked_alone("graph", _candidates(found))
         else:
-            hits = await self._text_search(text, q.library, n, where, mode, k, cap)
+            fused = await self._text_search(text, q.library, n, where, mode, k, cap)
+        hits = self._hits(fused)
         if self._rerank_pairs is not None:
             hits = await self._rerank(text, hits[: k * self._rerank_factor])
-        hits = cap_per_document(hits, cap)[:k]
+        hits = cap_per_document(hits, cap, _document)[:k]
         if q.expand_context:
             with tracer.start_as_current_span("retrieve.expand"):
                 hits = await asyncio.to_thread(self._expand, q.library, hits, where.acl)
@@ -237,10 +246,10 @@ class Searcher:
 
     async def _graph_local(
         self, query: str, library: str, k: int, where: SearchFilter
-    ) -> list[tuple[Chunk, float]]:
+    ) -> list[tuple[Candidate, float]]:
         graph = self._graph_search()
         with tracer.start_as_current_span("retrieve.graph_local"):
-            return await asyncio.to_thread(graph.local, query, library, k, where)
+            return _candidates(await asyncio.to_thread(graph.local, query, library, k, where))
 
     async def _graph_global(
         self, query: str, library: str, k: int, where: SearchFilter
@@ -255,11 +264,13 @@ class Searcher:
 
     async def _text_search(
         self, text: str, library: str, n: int, where: SearchFilter, mode: SearchMode, k: int, cap: int
-    ) -> list[SearchHit]:
+    ) -> list[Fused]:
         """Lexical or hybrid: each signal's `n` candidates, fused (hybrid) into the first `k` hits
         at most `cap` a document (`k` times the rerank factor, uncapped, for the reranker)."""
         vectors: dict[str, np.ndarray] = {}
-        searches = {"lexical": self._lexical_hits(text, library, n, where)}
+        searches: dict[str, Awaitable[list[tuple[Candidate, float]]]] = {
+            "lexical": self._lexical_hits(text, library, n, where)
+        }
         if mode == SearchMode.HYBRID:
             searches["dense"] = self._dense_hits(text, library, n, where, keep=vectors)
             if self._graph_weight and self._graph is not None:
@@ -272,7 +283,10 @@ class Searcher:
         if "pages" in found_lists:
             found_lists["lexical"] = merge_page_hits(found_lists["lexical"], found_lists.pop("pages"))
         if mode == SearchMode.LEXICAL:
-            return _single("lexical", found_lists["lexical"])
+            alone = ranked_alone("lexical", found_lists["lexical"])
+            if self._rerank_pairs is not None:
+                return alone[: k * self._rerank_factor]
+            return cap_per_document(alone, cap, _document_key)[:k]
         if self._rerank_pairs is not None:  # capped after reranking
             return self._fuse(found_lists, k * self._rerank_factor, 0)
         return self._fuse(found_lists, k, cap)
@@ -283,19 +297,20 @@ class Searcher:
         library: str,
         n: int,
         where: SearchFilter,
-        lists: dict[str, list[tuple[Chunk, float]]],
+        lists: dict[str, list[tuple[Candidate, float]]],
         vectors: dict[str, np.ndarray],
-    ) -> dict[str, list[tuple[Chunk, float]]]:
+    ) -> dict[str, list[tuple[Candidate, float]]]:
         """The lexical and dense lists searched again, moved towards the first search's best
         documents: the fused lists' in hybrid mode (better feedback than either list alone)."""
         fb = self._feedback
-        first: dict[str, list[tuple[Chunk, float]]] = {
+        first: dict[str, list[tuple[Candidate, float]]] = {
             s: lists[s] for s in ("lexical", "dense", "graph") if s in lists
         }
         if len(first) > 1:
-            top = self._fuse(first, fb.documents, 1)
+            best = self._fuse(first, fb.documents, 1)
         else:
-            top = cap_per_document(_single("lexical", first["lexical"]), 1)[: fb.documents]
+            best = cap_per_document(ranked_alone("lexical", first["lexical"]), 1, _document_key)
+        top = self._hits(best[: fb.documents])
         if not top:
             return lists
         with tracer.start_as_current_span("retrieve.feedback", attributes={"documents": len(top)}):
@@ -311,7 +326,7 @@ class Searcher:
 
     def _expanded_search(
         self, text: str, library: str, n: int, where: SearchFilter, top: list[SearchHit]
-    ) -> list[tuple[Chunk, float]]:
+    ) -> list[tuple[Candidate, float]]:
         """RM3: the query plus the feedback's typical terms, which together weigh
         lexical_weight / (1 - lexical_weight) times the query's own terms (each weighs 1)."""
         fb = self._feedback
@@ -328,17 +343,23 @@ class Searcher:
         )
         share = min(fb.lexical_weight, 0.9)  # the config's bound: at 1 the query itself would vanish
         scale = share / (1.0 - share) * max(1, len(set(query)))
-        return self._lexical.search(text, library, n, where, {t: w * scale for t, w in terms.items()})
+        expansion = {t: w * scale for t, w in terms.items()}
+        return self._lexical.search_candidates(text, library, n, where, expansion)
 
     def _moved_search(
         self, vector: np.ndarray, library: str, n: int, where: SearchFilter, top: list[SearchHit]
-    ) -> list[tuple[Chunk, float]]:
+    ) -> list[tuple[Candidate, float]]:
         found = self._dense.vectors_by_id(library, [h.chunk.chunk_id for h in top])
-        return self._dense.search(
-            rocchio(vector, list(found.values()), self._feedback.dense_weight), library, n, where
-        )
+        moved = rocchio(vector, list(found.values()), self._feedback.dense_weight)
+        return _candidates(self._dense.search(moved, library, n, where))
 
-    def _fuse(self, lists: dict[str, list[tuple[Chunk, float]]], limit: int, cap: int) -> list[SearchHit]:
+    def _hits(self, fused: Sequence[Fused]) -> list[SearchHit]:
+        """The fused candidates as hits: the chunks the stores did not give at once read now, the
+        lexical store's few in one go."""
+        chunks = self._lexical.chunks([f.candidate for f in fused])
+        return [SearchHit(c, f.score, f.signals) for c, f in zip(chunks, fused, strict=True)]
+
+    def _fuse(self, lists: dict[str, list[tuple[Candidate, float]]], limit: int, cap: int) -> list[Fused]:
         with tracer.start_as_current_span("retrieve.fuse", attributes={"fusion": self._fusion}):
             if self._fusion == "score":
                 return normalized_score_fusion(lists, self._weights, limit, cap)
@@ -346,10 +367,10 @@ class Searcher:
 
     async def _page_hits(
         self, query: str, library: str, k: int, where: SearchFilter
-    ) -> list[tuple[Chunk, float]]:
+    ) -> list[tuple[Candidate, float]]:
         """Whole-page BM25 hits, each mapped to the chunk of its page that holds most query words."""
         with tracer.start_as_current_span("retrieve.pages"):
-            return await asyncio.to_thread(self._map_pages, query, library, k, where)
+            return _candidates(await asyncio.to_thread(self._map_pages, query, library, k, where))
 
     def _map_pages(self, query: str, library: str, k: int, where: SearchFilter) -> list[tuple[Chunk, float]]:
         words = content_words(query)
@@ -433,9 +454,9 @@ class Searcher:
 
     async def _lexical_hits(
         self, query: str, library: str, k: int, where: SearchFilter
-    ) -> list[tuple[Chunk, float]]:
+    ) -> list[tuple[Candidate, float]]:
         with tracer.start_as_current_span("retrieve.lexical"):
-            return await asyncio.to_thread(self._lexical.search, query, library, k, where)
+            return await asyncio.to_thread(self._lexical.search_candidates, query, library, k, where)
 
     async def _dense_hits(
         self,
@@ -444,7 +465,7 @@ class Searcher:
         k: int,
         where: SearchFilter,
         keep: dict[str, np.ndarray] | None = None,
-    ) -> list[tuple[Chunk, float]]:
+    ) -> list[tuple[Candidate, float]]:
         """Nearest chunks to the query's vector, which `keep` gets (as "query") for feedback. The
         query goes through the model of the library's vectors: the one they had at the last search,
         and again through the right one when a tuning swapped them since."""
@@ -459,7 +480,7 @@ class Searcher:
                     continue
                 if keep is not None:
                     keep["query"] = vector
-                return found
+                return _candidates(found)
             raise Unavailable(f"library {library!r}'s vectors kept changing models during the search")
 
     def _query_model(self, name: str) -> Batcher[str]:
@@ -474,44 +495,36 @@ class Searcher:
         return model
 
 
-def _single(signal: str, hits: list[tuple[Chunk, float]]) -> list[SearchHit]:
-    return [
-        SearchHit(chunk=c, score=s, signals=(SignalScore(signal, s, rank),))
-        for rank, (c, s) in enumerate(hits, start=1)
-    ]
+def _candidates(hits: Sequence[tuple[Chunk, float]]) -> list[tuple[Candidate, float]]:
+    """A store's (chunk, score) list as candidates with their chunks."""
+    return [(Candidate.of(c), s) for c, s in hits]
 
 
-def cap_per_document(hits: list[SearchHit], cap: int) -> list[SearchHit]:
-    """At most `cap` hits per document, in order (0: no cap)."""
-    if cap <= 0:
-        return hits
-    seen: dict[str, int] = {}
-    out = []
-    for h in hits:
-        n = seen.get(h.chunk.document_id, 0)
-        if n < cap:
-            seen[h.chunk.document_id] = n + 1
-            out.append(h)
-    return out
+def _document(hit: SearchHit) -> str:
+    return hit.chunk.document_id
+
+
+def _document_key(fused: Fused) -> int:
+    return fused.candidate.document_key
 
 
 def merge_page_hits(
-    chunks: list[tuple[Chunk, float]], pages: list[tuple[Chunk, float]]
-) -> list[tuple[Chunk, float]]:
+    chunks: list[tuple[Candidate, float]], pages: list[tuple[Candidate, float]]
+) -> list[tuple[Candidate, float]]:
     """One lexical list from chunk hits and page hits (each mapped to a chunk): both min-max
     normalised, each chunk at the better of its two scores. A chunk whose page matches the query
     better than the chunk alone (terms split across chunks) rises; documents without pages lose
     nothing. Without page hits the chunk list is returned as it is (raw BM25 scores)."""
     if not pages:
         return chunks
-    best: dict[str, tuple[Chunk, float]] = {}
+    best: dict[int, tuple[Candidate, float]] = {}
     for hits in (chunks, pages):
         if not hits:
             continue
         scores = [s for _, s in hits]
         lo, hi = min(scores), max(scores)
-        for chunk, score in hits:
+        for candidate, score in hits:
             norm = (score - lo) / (hi - lo) if hi > lo else 1.0
-            if chunk.chunk_id not in best or norm > best[chunk.chunk_id][1]:
-                best[chunk.chunk_id] = (chunk, norm)
-    return sorted(best.values(), key=lambda x: (-x[1], x[0].chunk_id))
+            if candidate.key not in best or norm > best[candidate.key][1]:
+                best[candidate.key] = (candidate, norm)
+    return sorted(best.values(), key=lambda x: (-x[1], x[0].key))

@@ -11,7 +11,7 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-from ragstack.domain import Chunk, SearchFilter, SearchMode
+from ragstack.domain import Candidate, Chunk, SearchFilter, SearchMode
 from ragstack.stores.lexical import LexicalStore
 from services.retrieve.feedback import expansion_terms, rocchio
 from services.retrieve.searcher import Feedback, Query, Searcher
@@ -101,6 +101,12 @@ class Lexical:
         weights = {w: 1.0 for w in query.split()} | dict(expansion or {})
         scored = [(c, sum(weights.get(w, 0.0) for w in c.text.split())) for c in CHUNKS]
         return sorted([x for x in scored if x[1] > 0], key=lambda x: -x[1])[:k]
+
+    def search_candidates(self, query, library, k, where=None, expansion=None):
+        return [(Candidate.of(c), s) for c, s in self.search(query, library, k, where, expansion)]
+
+    def chunks(self, candidates):
+        return [c.chunk for c in candidates]
 
     def search_pages(self, query, library, k, where=None):
         return []

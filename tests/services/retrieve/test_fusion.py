@@ -2,12 +2,16 @@ from __future__ import annotations
 
 import pytest
 
-from ragstack.domain import Chunk
-from services.retrieve.fusion import normalized_score_fusion, reciprocal_rank_fusion
+from ragstack.domain import Candidate, Chunk
+from services.retrieve.fusion import cap_per_document, normalized_score_fusion, reciprocal_rank_fusion
 
 
-def c(cid: str) -> Chunk:
-    return Chunk(chunk_id=cid, document_id="d", library="default", text=cid)
+def c(cid: str, document: str = "d") -> Candidate:
+    return Candidate.of(Chunk(chunk_id=cid, document_id=document, library="default", text=cid))
+
+
+def ids(fused) -> list[str]:  # type: ignore[no-untyped-def]
+    return [f.candidate.chunk.chunk_id for f in fused]
 
 
 def test_hand_computed_rrf() -> None:
@@ -19,22 +23,38 @@ def test_hand_computed_rrf() -> None:
         },
         k=60,
     )
-    scores = {h.chunk.chunk_id: h.score for h in fused}
+    scores = {f.candidate.chunk.chunk_id: f.score for f in fused}
     assert scores["b"] == pytest.approx(1 / 62 + 1 / 61)
     assert scores["a"] == pytest.approx(1 / 61 + 1 / 63)
     assert scores["d"] == pytest.approx(1 / 62)
     assert scores["c"] == pytest.approx(1 / 63)
-    assert [h.chunk.chunk_id for h in fused] == ["b", "a", "d", "c"]
+    assert ids(fused) == ["b", "a", "d", "c"]
     b = fused[0]
     assert [(s.signal, s.score, s.rank) for s in b.signals][:2] == [("lexical", 7.0, 2), ("dense", 0.9, 1)]
-    d = next(h for h in fused if h.chunk.chunk_id == "d")
+    d = next(f for f in fused if f.candidate.chunk.chunk_id == "d")
     assert ("lexical", 0.0, 0) == (d.signals[0].signal, d.signals[0].score, d.signals[0].rank)
 
 
 def test_ties_are_deterministic_and_duplicates_ignored() -> None:
-    fused = reciprocal_rank_fusion({"x": [(c("z"), 1.0), (c("z"), 0.5)], "y": [(c("m"), 1.0)]}, k=1)
-    assert [h.chunk.chunk_id for h in fused] == ["m", "z"]
-    assert fused[1].score == pytest.approx(0.5)
+    z, m = c("z"), c("m")
+    fused = reciprocal_rank_fusion({"x": [(z, 1.0), (z, 0.5)], "y": [(m, 1.0)]}, k=1)
+    assert [f.candidate for f in fused] == sorted([z, m], key=lambda x: x.key)  # a tie: by key
+    assert [f.score for f in fused] == pytest.approx([0.5, 0.5])
+    again = reciprocal_rank_fusion({"y": [(m, 1.0)], "x": [(z, 1.0)]}, k=1)
+    assert [f.candidate for f in again] == [f.candidate for f in fused]
+
+
+def test_candidates_without_chunks_fuse_by_key() -> None:
+    """A lexical candidate carries only its keys; it meets the dense list's candidate of the same
+    chunk and the per-document cap counts it."""
+    a, b = c("a", "d1"), c("b", "d1")
+    bare = Candidate(a.key, a.document_key, at="somewhere")
+    fused = normalized_score_fusion(
+        {"lexical": [(bare, 5.0), (b, 1.0)], "dense": [(a, 0.9), (b, 0.1)]},
+        {"lexical": 0.5, "dense": 0.5},
+        cap=1,
+    )
+    assert len(fused) == 1 and fused[0].candidate is bare and fused[0].score == pytest.approx(1.0)
 
 
 def test_hand_computed_score_fusion() -> None:
@@ -46,8 +66,14 @@ def test_hand_computed_score_fusion() -> None:
         },
         {"lexical": 0.5, "dense": 0.5},
     )
-    scores = {h.chunk.chunk_id: h.score for h in fused}
+    scores = {f.candidate.chunk.chunk_id: f.score for f in fused}
     assert scores == pytest.approx({"a": 0.5, "b": 0.875, "c": 0.0, "d": 0.25})
-    assert [h.chunk.chunk_id for h in fused] == ["b", "a", "d", "c"]
+    assert ids(fused) == ["b", "a", "d", "c"]
     single = normalized_score_fusion({"lexical": [(c("z"), 3.0)]}, {"lexical": 1.0})
     assert single[0].score == 1.0
+
+
+def test_cap_per_document_keeps_order() -> None:
+    items = [("x", 1), ("y", 2), ("x", 3), ("x", 4), ("y", 5)]
+    assert cap_per_document(items, 2, lambda i: i[0]) == [("x", 1), ("y", 2), ("x", 3), ("y", 5)]
+    assert cap_per_document(items, 0, lambda i: i[0]) == items

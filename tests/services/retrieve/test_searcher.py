@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from ragstack.domain import Chunk, SearchFilter, SearchMode
+from ragstack.domain import Candidate, Chunk, SearchFilter, SearchMode
 from ragstack.errors import InvalidArgument
 from services.retrieve.searcher import Query, Searcher, merge_page_hits
 
@@ -43,6 +43,12 @@ class ListIndex:
 
     def search_pages(self, query, library, k, where=None):  # type: ignore[no-untyped-def]
         return []
+
+    def search_candidates(self, query, library, k, where=None):  # type: ignore[no-untyped-def]
+        return [(Candidate.of(c), s) for c, s in self.search(query, library, k, where)]
+
+    def chunks(self, candidates):  # type: ignore[no-untyped-def]
+        return [c.chunk for c in candidates]
 
 
 class Embedder:
@@ -105,9 +111,10 @@ async def test_validation() -> None:
 
 
 def test_page_hits_merge_into_the_lexical_list() -> None:
-    a, b, c = CHUNKS[0], CHUNKS[2], CHUNKS[3]
+    a, b, c = (Candidate.of(x) for x in (CHUNKS[0], CHUNKS[2], CHUNKS[3]))
     chunk_hits = [(a, 10.0), (b, 6.0), (c, 2.0)]  # normalised: a 1.0, b 0.5, c 0.0
     page_hits = [(c, 8.0), (b, 4.0)]  # normalised: c 1.0, b 0.0
     merged = merge_page_hits(chunk_hits, page_hits)
-    assert [(ch.chunk_id, s) for ch, s in merged] == [("a:0", 1.0), ("c:0", 1.0), ("b:0", 0.5)]
+    tied = sorted([a, c], key=lambda x: x.key)  # equal scores: in key order
+    assert [(x.chunk, s) for x, s in merged] == [(tied[0].chunk, 1.0), (tied[1].chunk, 1.0), (b.chunk, 0.5)]
     assert merge_page_hits(chunk_hits, []) == chunk_hits
