@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -198,16 +198,36 @@ def document_key(document_id: str) -> int:
 @dataclass(frozen=True, slots=True)
 class Candidate:
     """A search candidate before its chunk is read: its keys, and the chunk when the store had it
-    at hand, else where the lexical store reads it (`at`: its searcher and address)."""
+    at hand, else where its store reads it: `at` is (read, handle), `read` a function from handles
+    to their chunks that reads many at once (read_chunks)."""
 
     key: int
     document_key: int
     chunk: Chunk | None = None
-    at: Any = None
+    at: tuple[Callable[[list[Any]], list[Chunk]], Any] | None = None
 
     @classmethod
     def of(cls, chunk: Chunk) -> Candidate:
         return cls(chunk_key(chunk.chunk_id), document_key(chunk.document_id), chunk)
+
+
+def read_chunks(candidates: Sequence[Candidate]) -> list[Chunk]:
+    """Each candidate's chunk, in order: those not at hand read together, one call per `read`
+    function (a store search gives all its candidates the same one)."""
+    out: dict[int, Chunk] = {}
+    pending: dict[int, tuple[Callable[[list[Any]], list[Chunk]], list[int], list[Any]]] = {}
+    for i, c in enumerate(candidates):
+        if c.chunk is not None:
+            out[i] = c.chunk
+        else:
+            assert c.at is not None, "a candidate without its chunk says where to read it"
+            read, handle = c.at
+            _, indices, handles = pending.setdefault(id(read), (read, [], []))
+            indices.append(i)
+            handles.append(handle)
+    for read, indices, handles in pending.values():
+        out.update(zip(indices, read(handles), strict=True))
+    return [out[i] for i in range(len(candidates))]
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ragstack.domain import Candidate, Chunk, PageText, SearchFilter, chunk_key, document_key, heading_key
+from ragstack.domain import (
+    Candidate,
+    Chunk,
+    PageText,
+    SearchFilter,
+    chunk_key,
+    document_key,
+    heading_key,
+    read_chunks,
+)
 from ragstack.errors import RagstackError
 from ragstack.stores.lexical_snapshots import SnapshotPublisher, SnapshotReader
 
@@ -312,7 +321,7 @@ class LexicalStore:
         """BM25 over chunks; `expansion` adds weighted `text` terms (analysed, as from `analyze`)
         as optional clauses: pseudo-relevance feedback."""
         found = self.search_candidates(query, library, k, where, expansion)
-        return list(zip(self.chunks([c for c, _ in found]), [s for _, s in found], strict=True))
+        return list(zip(read_chunks([c for c, _ in found]), [s for _, s in found], strict=True))
 
     def search_candidates(
         self,
@@ -323,7 +332,7 @@ class LexicalStore:
         expansion: Mapping[str, float] | None = None,
     ) -> list[tuple[Candidate, float]]:
         """`search`'s hits as candidates: their keys read from the fast fields, their stored fields
-        left for `chunks` (from an index written before keys: read now)."""
+        left for `read_chunks` (from an index written before keys: read now)."""
         found, searcher, layout = self._search("chunk", query, library, k, where or SearchFilter(), expansion)
         if not found:
             return []
@@ -332,17 +341,16 @@ class LexicalStore:
             keys = searcher.fast_field_values("key", addresses)
             documents = searcher.fast_field_values("document_key", addresses)
             if None not in keys and None not in documents:
+
+                def read(at: list[Any]) -> list[Chunk]:  # from this searcher: a reload moves nothing
+                    return [_chunk(searcher.doc(a)) for a in at]
+
                 return [
-                    (Candidate(key, document, at=(searcher, address)), score)
+                    (Candidate(key, document, at=(read, address)), score)
                     for (score, address), key, document in zip(found, keys, documents, strict=True)
                 ]
         chunks = [_chunk(searcher.doc(a)) for a in addresses]
         return [(Candidate.of(c), score) for c, (score, _) in zip(chunks, found, strict=True)]
-
-    def chunks(self, candidates: Sequence[Candidate]) -> list[Chunk]:
-        """Each candidate's chunk, in order: its stored fields read from the searcher that found it
-        (a reload since does not move them)."""
-        return [c.chunk if c.chunk is not None else _chunk(c.at[0].doc(c.at[1])) for c in candidates]
 
     def search_pages(
         self, query: str, library: str, k: int, where: SearchFilter | None = None

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ragstack.domain import Chunk, SearchFilter, heading_key
+from ragstack.domain import Candidate, Chunk, SearchFilter, chunk_key, document_key, heading_key, read_chunks
 from ragstack.stores.commit_watch import CommitWatch
 from ragstack.stores.location import connect_lancedb, create_or_open, latest_version, local_folder
 
@@ -112,6 +112,8 @@ class _Snapshot:
     version: int
     matrix: np.ndarray
     rows: pa.Table
+    keys: np.ndarray  # each row's chunk key and document key (ragstack.domain.chunk_key)
+    document_keys: np.ndarray
     embedder: str = ""  # the model of its vectors (EMBEDDER)
     _positions: dict[tuple[str, int], int] | None = None
     _by_document: dict[str, list[int]] | None = None
@@ -123,9 +125,14 @@ class _Snapshot:
         vectors = data.column("vector").combine_chunks()
         matrix = vectors.flatten().to_numpy(zero_copy_only=False).reshape(-1, dimension).astype(np.float32)
         # One chunk per column: taking the top rows from a many-chunk table costs ten times more.
-        return cls(version, matrix, data.drop_columns(["vector"]).combine_chunks(), _embedder_of(data))
+        rows = data.drop_columns(["vector"]).combine_chunks()
+        keys = np.fromiter(map(chunk_key, rows.column("chunk_id").to_pylist()), np.int64, rows.num_rows)
+        documents = rows.column("document_id").to_pylist()
+        document_keys = np.fromiter(map(document_key, documents), np.int64, rows.num_rows)
+        return cls(version, matrix, rows, keys, document_keys, _embedder_of(data))
 
-    def search(self, vector: np.ndarray, k: int, where: SearchFilter) -> list[tuple[Chunk, float]]:
+    def search(self, vector: np.ndarray, k: int, where: SearchFilter) -> list[tuple[Candidate, float]]:
+        """The `k` nearest rows as candidates: their chunks read later, the kept ones together."""
         if not len(self.matrix):
             return []
         scores = self.matrix @ vector
@@ -138,8 +145,15 @@ class _Snapshot:
         k = min(k, len(scores))
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.lexsort((top, -scores[top]))]
-        rows = self.rows.take(pa.array(top)).to_pylist()
-        return [(row_to_chunk(r), float(scores[i])) for r, i in zip(rows, top, strict=True)]
+        keys, documents = self.keys[top].tolist(), self.document_keys[top].tolist()
+        read = self.chunks_at  # one bound method for all: read_chunks reads them in one call
+        return [
+            (Candidate(key, document, at=(read, int(i))), float(scores[i]))
+            for key, document, i in zip(keys, documents, top, strict=True)
+        ]
+
+    def chunks_at(self, rows: list[int]) -> list[Chunk]:
+        return [row_to_chunk(r) for r in self.rows.take(pa.array(rows, pa.int64())).to_pylist()]
 
     def _mask(self, where: SearchFilter) -> np.ndarray:
         import pyarrow.compute as pc
@@ -392,6 +406,19 @@ class VectorStore:
         """Nearest chunks by cosine similarity, best first. `embedder`: the model `vector` comes
         from; EmbedderChanged when the library's vectors are another's (they changed since the
         caller asked library_embedder)."""
+        found = self.search_candidates(vector, library, k, where, embedder)
+        return list(zip(read_chunks([c for c, _ in found]), [s for _, s in found], strict=True))
+
+    def search_candidates(
+        self,
+        vector: np.ndarray,
+        library: str,
+        k: int,
+        where: SearchFilter | None = None,
+        embedder: str | None = None,
+    ) -> list[tuple[Candidate, float]]:
+        """`search`'s hits as candidates: from memory, their chunks left for `read_chunks` (a
+        search fuses fifty to return ten); from LanceDB, with them."""
         where = where or SearchFilter()
         table = self._open()
         if table is None:
@@ -412,7 +439,7 @@ class VectorStore:
         found = query.to_list()
         if embedder is not None and found and (found[0].get(EMBEDDER) or "") != embedder:
             raise EmbedderChanged(found[0].get(EMBEDDER) or "")
-        return [(row_to_chunk(r), 1.0 - float(r["_distance"])) for r in found]
+        return [(Candidate.of(row_to_chunk(r)), 1.0 - float(r["_distance"])) for r in found]
 
     def exact_search(self, vector: np.ndarray, library: str, k: int) -> list[tuple[Chunk, float]]:
         """Brute-force search in LanceDB, bypassing any index (the reference ANN recall is measured on)."""

@@ -26,6 +26,7 @@ from ragstack.domain import (
     SearchHit,
     SearchMode,
     SignalScore,
+    read_chunks,
 )
 from ragstack.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from ragstack.stores.vectors import EmbedderChanged
@@ -61,6 +62,14 @@ class DenseIndex(Protocol):
         where: SearchFilter | None = None,
         embedder: str | None = None,
     ) -> list[tuple[Chunk, float]]: ...
+    def search_candidates(
+        self,
+        vector: np.ndarray,
+        library: str,
+        k: int,
+        where: SearchFilter | None = None,
+        embedder: str | None = None,
+    ) -> list[tuple[Candidate, float]]: ...
     def around(
         self,
         library: str,
@@ -88,7 +97,6 @@ class LexicalIndex(Protocol):
         where: SearchFilter | None = None,
         expansion: Mapping[str, float] | None = None,
     ) -> list[tuple[Candidate, float]]: ...
-    def chunks(self, candidates: Sequence[Candidate]) -> list[Chunk]: ...
     def search_pages(
         self, query: str, library: str, k: int, where: SearchFilter | None = None
     ) -> list[tuple[str, int, float]]: ...
@@ -351,12 +359,12 @@ class Searcher:
     ) -> list[tuple[Candidate, float]]:
         found = self._dense.vectors_by_id(library, [h.chunk.chunk_id for h in top])
         moved = rocchio(vector, list(found.values()), self._feedback.dense_weight)
-        return _candidates(self._dense.search(moved, library, n, where))
+        return self._dense.search_candidates(moved, library, n, where)
 
     def _hits(self, fused: Sequence[Fused]) -> list[SearchHit]:
-        """The fused candidates as hits: the chunks the stores did not give at once read now, the
-        lexical store's few in one go."""
-        chunks = self._lexical.chunks([f.candidate for f in fused])
+        """The fused candidates as hits: the chunks the stores did not give at once read now, each
+        store's few in one go."""
+        chunks = read_chunks([f.candidate for f in fused])
         return [SearchHit(c, f.score, f.signals) for c, f in zip(chunks, fused, strict=True)]
 
     def _fuse(self, lists: dict[str, list[tuple[Candidate, float]]], limit: int, cap: int) -> list[Fused]:
@@ -474,13 +482,15 @@ class Searcher:
             for _ in range(3):
                 vector = (await self._query_model(name)([query]))[0]
                 try:
-                    found = await asyncio.to_thread(self._dense.search, vector, library, k, where, name)
+                    found = await asyncio.to_thread(
+                        self._dense.search_candidates, vector, library, k, where, name
+                    )
                 except EmbedderChanged as changed:
                     name = self._library_embedder[library] = changed.embedder
                     continue
                 if keep is not None:
                     keep["query"] = vector
-                return _candidates(found)
+                return found
             raise Unavailable(f"library {library!r}'s vectors kept changing models during the search")
 
     def _query_model(self, name: str) -> Batcher[str]:
@@ -512,19 +522,25 @@ def merge_page_hits(
     chunks: list[tuple[Candidate, float]], pages: list[tuple[Candidate, float]]
 ) -> list[tuple[Candidate, float]]:
     """One lexical list from chunk hits and page hits (each mapped to a chunk): both min-max
-    normalised, each chunk at the better of its two scores. A chunk whose page matches the query
-    better than the chunk alone (terms split across chunks) rises; documents without pages lose
-    nothing. Without page hits the chunk list is returned as it is (raw BM25 scores)."""
+    normalised, each chunk at the better of its two scores, ties broken by the other one (then by
+    key). A chunk whose page matches the query better than the chunk alone (terms split across
+    chunks) rises; documents without pages lose nothing. Without page hits the chunk list is
+    returned as it is (raw BM25 scores)."""
     if not pages:
         return chunks
-    best: dict[int, tuple[Candidate, float]] = {}
+    norms: dict[int, list[float]] = {}
+    found: dict[int, Candidate] = {}
     for hits in (chunks, pages):
         if not hits:
             continue
         scores = [s for _, s in hits]
         lo, hi = min(scores), max(scores)
+        seen: set[int] = set()
         for candidate, score in hits:
-            norm = (score - lo) / (hi - lo) if hi > lo else 1.0
-            if candidate.key not in best or norm > best[candidate.key][1]:
-                best[candidate.key] = (candidate, norm)
-    return sorted(best.values(), key=lambda x: (-x[1], x[0].key))
+            if candidate.key in seen:
+                continue
+            seen.add(candidate.key)
+            found.setdefault(candidate.key, candidate)
+            norms.setdefault(candidate.key, []).append((score - lo) / (hi - lo) if hi > lo else 1.0)
+    order = sorted(norms, key=lambda key: (-max(norms[key]), -sum(norms[key]), key))
+    return [(found[key], max(norms[key])) for key in order]

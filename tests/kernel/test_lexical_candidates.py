@@ -9,7 +9,7 @@ from pathlib import Path
 
 import tantivy
 
-from ragstack.domain import Candidate, Chunk, SearchFilter, chunk_key, document_key
+from ragstack.domain import Candidate, Chunk, SearchFilter, chunk_key, document_key, read_chunks
 from ragstack.stores.lexical import PUBLIC, LexicalStore, _schema, doc_key
 
 LIB = "lib"
@@ -33,12 +33,12 @@ def test_candidates_carry_keys_and_read_their_chunks_later(tmp_path: Path) -> No
     writer.replace_documents(LIB, ["c"], [chunk("c", 0, "okapi too")])
     writer.replace_documents(LIB, ["b"], [])
     assert reader.search("okapi", LIB, 10, SearchFilter())  # reloads
-    assert reader.chunks([c for c, _ in found]) == [by_key[c.key] for c, _ in found]
-    assert [c for c, _ in reader.search("okapi", LIB, 10)] == reader.chunks(
+    assert read_chunks([c for c, _ in found]) == [by_key[c.key] for c, _ in found]
+    assert [c for c, _ in reader.search("okapi", LIB, 10)] == read_chunks(
         [c for c, _ in reader.search_candidates("okapi", LIB, 10)]
     )
     given = Candidate.of(chunks[0])  # a candidate with its chunk is returned as it is
-    assert reader.chunks([given]) == [chunks[0]]
+    assert read_chunks([given]) == [chunks[0]]
     writer.close()
 
 
@@ -76,7 +76,7 @@ def test_an_index_from_before_keys_is_searched_then_rewritten_with_its_groups(tm
     for store in (writer, reader):
         public = store.search_candidates("okapi", LIB, 10, SearchFilter(acl=()))
         assert [c.chunk for c, _ in public] == [None]  # keys now: chunks read later
-        assert [c.chunk_id for c in store.chunks([c for c, _ in public])] == ["pub:0"]
+        assert [c.chunk_id for c in read_chunks([c for c, _ in public])] == ["pub:0"]
         hr = store.search("okapi", LIB, 10, SearchFilter(acl=("hr",)))
         assert {c.chunk_id for c, _ in hr} == {"pub:0", "hr:0"}
         assert next(c for c, _ in hr if c.chunk_id == "hr:0").groups == ("hr",)  # the group kept

@@ -126,3 +126,20 @@ def test_commit_watch_without_a_hint_or_folder_always_asks(tmp_path: Path) -> No
         for _ in range(3):
             assert watch.version(lambda: reads.append(1) or 7) == 7
     assert len(reads) == 6
+
+
+def test_memory_candidates_read_their_chunks_together_later(tmp_path: Path) -> None:
+    from ragstack.domain import chunk_key, document_key, read_chunks
+
+    writer = VectorStore(tmp_path, DIM, writer=True)
+    vecs = clustered(40)
+    writer.replace_documents("lib", ["d"], chunks(40), vecs)
+    reader = VectorStore(tmp_path, DIM)
+    found = reader.search_candidates(vecs[3], "lib", 5)
+    assert all(c.chunk is None for c, _ in found)
+    assert len({id(c.at[0]) for c, _ in found}) == 1  # one read for all of them
+    read = read_chunks([c for c, _ in found])
+    assert [chunk_key(x.chunk_id) for x in read] == [c.key for c, _ in found]
+    assert all(c.document_key == document_key("d") for c, _ in found)
+    assert [(x, s) for x, (_, s) in zip(read, found, strict=True)] == reader.search(vecs[3], "lib", 5)
+    assert read[0].chunk_id == "d:3"

@@ -105,9 +105,6 @@ class Lexical:
     def search_candidates(self, query, library, k, where=None, expansion=None):
         return [(Candidate.of(c), s) for c, s in self.search(query, library, k, where, expansion)]
 
-    def chunks(self, candidates):
-        return [c.chunk for c in candidates]
-
     def search_pages(self, query, library, k, where=None):
         return []
 
@@ -129,6 +126,9 @@ class Dense:
     def search(self, vector, library, k, where=None, embedder=None):
         self.queries.append(vector)
         return sorted(((c, float(vector[self.axes[c.chunk_id]])) for c in CHUNKS), key=lambda x: -x[1])[:k]
+
+    def search_candidates(self, vector, library, k, where=None, embedder=None):
+        return [(Candidate.of(c), s) for c, s in self.search(vector, library, k, where, embedder)]
 
     def vectors_by_id(self, library, chunk_ids):
         return {c: np.eye(3, dtype=np.float32)[self.axes[c]] for c in chunk_ids}

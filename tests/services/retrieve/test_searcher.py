@@ -44,11 +44,8 @@ class ListIndex:
     def search_pages(self, query, library, k, where=None):  # type: ignore[no-untyped-def]
         return []
 
-    def search_candidates(self, query, library, k, where=None):  # type: ignore[no-untyped-def]
+    def search_candidates(self, query, library, k, where=None, embedder=None):  # type: ignore[no-untyped-def]
         return [(Candidate.of(c), s) for c, s in self.search(query, library, k, where)]
-
-    def chunks(self, candidates):  # type: ignore[no-untyped-def]
-        return [c.chunk for c in candidates]
 
 
 class Embedder:
@@ -115,6 +112,9 @@ def test_page_hits_merge_into_the_lexical_list() -> None:
     chunk_hits = [(a, 10.0), (b, 6.0), (c, 2.0)]  # normalised: a 1.0, b 0.5, c 0.0
     page_hits = [(c, 8.0), (b, 4.0)]  # normalised: c 1.0, b 0.0
     merged = merge_page_hits(chunk_hits, page_hits)
-    tied = sorted([a, c], key=lambda x: x.key)  # equal scores: in key order
+    # a and c tie at 1.0, and on the other score too (a has no page hit, c's chunk hit is 0.0).
+    tied = sorted([a, c], key=lambda x: x.key)  # so in key order
     assert [(x.chunk, s) for x, s in merged] == [(tied[0].chunk, 1.0), (tied[1].chunk, 1.0), (b.chunk, 0.5)]
+    lifted = merge_page_hits([(a, 5.0), (c, 5.0)], [(c, 3.0)])  # both 1.0; c's page lifts it
+    assert [x for x, _ in lifted] == [c, a]
     assert merge_page_hits(chunk_hits, []) == chunk_hits
