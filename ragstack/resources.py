@@ -56,9 +56,7 @@ class Resources:
                 QUANTIZED,
             )
             return self.embedder
-        # One thread a run: a query is a few dozen word pieces (a second thread did not make it
-        # faster) and the lexical search of the same request runs beside it.
-        return Embedder(m.embedder_dir, m.provider, m.batch_size, m.max_length, 1, QUANTIZED)
+        return Embedder(m.embedder_dir, m.provider, m.batch_size, m.max_length, m.query_threads, QUANTIZED)
 
     @functools.cached_property
     def tuned_embedders(self) -> Shelf[Embedder]:
@@ -88,7 +86,7 @@ class Resources:
         def load(path: Path) -> Embedder:
             if not (path / QUANTIZED).is_file():
                 return self.tuned_embedders.get(path.name)
-            return Embedder(path, m.provider, m.batch_size, m.max_length, 1, QUANTIZED)
+            return Embedder(path, m.provider, m.batch_size, m.max_length, m.query_threads, QUANTIZED)
 
         return Shelf(base, m.tuned_folder, load)
 

@@ -74,6 +74,21 @@ def test_search_queries_use_the_int8_weights_installed_beside_the_model(resource
     assert agreement.min() > 0.95  # the same model: documents' fp32 vectors still match
 
 
+def test_search_queries_run_on_the_configured_intra_op_threads(tmp_path, resources) -> None:
+    from ragstack.resources import Resources
+    from tests.conftest import make_config
+
+    def threads(res: Resources) -> int:
+        return int(res.query_embedder._model.session.get_session_options().intra_op_num_threads)
+
+    assert threads(resources) == 2  # models.query_threads' default
+    one = Resources(make_config(tmp_path, models={"query_threads": 1}))
+    one.__dict__["embedder"] = resources.embedder
+    assert threads(one) == 1
+    same = one.query_embedder.embed(TEXTS) * resources.query_embedder.embed(TEXTS)
+    assert same.sum(axis=1).min() > 0.9999  # threads change the speed, not the vectors
+
+
 def test_fp32_queries_or_a_model_without_int8_weights_use_the_embedder(
     tmp_path, resources, caplog: pytest.LogCaptureFixture
 ) -> None:
