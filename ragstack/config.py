@@ -86,8 +86,8 @@ class ModelsConfig(_Strict):
         2,
         ge=0,
         description="Intra-op threads of the int8 query embedder (0: ONNX Runtime decides). A query is a "
-        "few dozen word pieces: on two cores a second thread took 13% off one query's embedding and 38% "
-        "off a batch of eight, and about 6% off search p95 (README, Speed).",
+        "few dozen word pieces: a second thread does not speed one up, but runs the batches that "
+        "concurrent searches share faster (`ragstack bench embed`; README, Speed).",
     )
     tuned_dir: Path | None = Field(
         None,

@@ -7,7 +7,6 @@ way back it keeps its default); one that needs more than a copy (an enum) is pas
 from __future__ import annotations
 
 import dataclasses
-import functools
 import typing
 from typing import Any, TypeVar
 
@@ -79,9 +78,10 @@ def _from_plan(cls: type, message: type[Message]) -> FromPlan:
     if plan is not None:
         return plan
     fields = message.DESCRIPTOR.fields_by_name
+    names = {f.name for f in dataclasses.fields(cls)}
     steps = []
-    for name, hint in _hints(cls).items():
-        if name not in fields:
+    for name, hint in typing.get_type_hints(cls).items():
+        if name not in names or name not in fields:
             continue
         origin, args = typing.get_origin(hint), typing.get_args(hint)
         container = origin if origin in (tuple, list, dict) else None
@@ -100,9 +100,3 @@ def _message_of(field: FieldDescriptor) -> type[Message] | None:
     if field.message_type is None or field.message_type.GetOptions().map_entry:
         return None
     return GetMessageClass(field.message_type)
-
-
-@functools.cache
-def _hints(cls: type) -> dict[str, Any]:
-    names = {f.name for f in dataclasses.fields(cls)}
-    return {k: v for k, v in typing.get_type_hints(cls).items() if k in names}
