@@ -61,7 +61,8 @@ def test_calls_spread_over_two_replicas_and_survive_one_killed(tmp_path: Path) -
         [*RAGSTACK, "-c", str(config), "ingest", str(SAMPLES)], capture_output=True, text=True, env=env()
     )
     assert ingested.returncode == 0, ingested.stderr
-    ports, metrics = free_ports(2), free_ports(2)
+    found = free_ports(4)  # in one call: two calls can hand out the same port twice
+    ports, metrics = found[:2], found[2:]
     procs = [replica(config, p, m) for p, m in zip(ports, metrics, strict=True)]
     try:
         for m, proc in zip(metrics, procs, strict=True):
