@@ -23,6 +23,7 @@ ENV_PREFIX = "RAGSTACK__"
 # Every setting with its default and what it does: the reference, and what `ragstack init` writes.
 EXAMPLE_CONFIG = Path(__file__).resolve().parent / "config.example.yaml"
 SERVICE_NAMES = ("ingest", "retrieve", "agent", "verify")  # the gRPC services
+WINDOW_TOKENS = 128  # the bundled embedder's training length (models.window_tokens)
 
 
 class _Strict(BaseModel):
@@ -81,6 +82,15 @@ class ModelsConfig(_Strict):
     )
     batch_size: int = Field(32, ge=1, le=1024)
     max_length: int = Field(256, ge=8, le=512, description="Word pieces per text; longer is truncated.")
+    window_tokens: int = Field(
+        WINDOW_TOKENS,
+        ge=0,
+        le=512,
+        description="Word pieces of a dense window, the heading path included (at most max_length; "
+        "0: none): a longer chunk is embedded as windows of its sentences and searched by its best "
+        "one, so every word reaches the dense index. 128 is what all-MiniLM-L6-v2 was trained on; "
+        "a change applies to documents ingested after it (README, Results).",
+    )
     threads: int = Field(0, ge=0, description="Intra-op threads; 0 lets ONNX Runtime decide.")
     query_threads: int = Field(
         2,
@@ -100,6 +110,12 @@ class ModelsConfig(_Strict):
         description="The export's tool environment (torch, optimum), where `ragstack tune embedder` "
         "trains; created from the package registry the first time it is needed.",
     )
+
+    @model_validator(mode="after")
+    def _window_fits(self) -> ModelsConfig:
+        if self.window_tokens > self.max_length:
+            raise ValueError(f"window_tokens ({self.window_tokens}) is over max_length ({self.max_length})")
+        return self
 
     @property
     def tuned_folder(self) -> Path:

@@ -74,14 +74,15 @@ def bench_ingest(cfg: Config, corpus: Path, on_progress: Callable[[str, int, int
         stages = {k.removeprefix("ingest."): round(v, 1) for k, v in sorted(clock.seconds.items())}
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
-        # The embedder alone, on exactly the texts the pipeline embedded, in the same batches.
+        # The embedder alone, on exactly the texts (windows) the pipeline embedded.
         from ragstack.stores.vectors import VectorStore
-        from services.ingest.pipeline import embedding_text
+        from services.ingest.dense_windows import window_texts
 
         rows = VectorStore(local.data_dir / "lancedb", res.embedder.dimension)._open().to_arrow()
         texts = [
-            embedding_text(d.Chunk("", "", "", t, tuple(h)))
+            window
             for t, h in zip(rows["text"].to_pylist(), rows["heading_path"].to_pylist(), strict=True)
+            for window in window_texts(tuple(h), t, local.models.window_tokens, res.embedder)
         ]
         start = time.perf_counter()
         batch = local.ingest.batch_chunks

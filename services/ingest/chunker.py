@@ -258,6 +258,25 @@ def chunk_markdown(
     return chunks
 
 
+def pack_sentences(text: str, budget: int, count: Callable[[str], int]) -> list[str]:
+    """`text` as consecutive pieces of whole sentences, each at most `budget` word pieces (a longer
+    sentence, or a line of code or a table row, cut between words); whitespace is normalised."""
+    units = [Unit(s, prose=True, sep=" ") for s in split_sentences(text)]
+    pieces: list[str] = []
+    current: list[str] = []
+    size = 0
+    for unit in (p for u in units for p in _split_long(u, budget, count)):
+        n = count(unit.text)
+        if current and size + n > budget:
+            pieces.append(" ".join(current))
+            current, size = [], 0
+        current.append(unit.text)
+        size += n
+    if current:
+        pieces.append(" ".join(current))
+    return pieces
+
+
 def _pages(units: list[Unit]) -> tuple[int, ...]:
     return tuple(sorted({u.page for u in units if u.page}))
 

@@ -106,11 +106,12 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         converter=converter,
         shared=shared,
         tuned=res.tuned_embedders.get,
+        window_tokens=cfg.models.window_tokens,
     )
     tuner = Tuner(
         vectors,
         pipeline.exclusive,
-        pipeline.embedder,
+        pipeline.embed,
         cfg.models.tuned_folder,
         cfg.models.tool_env,
         same_dimension(check_embedder(cfg), embedder.dimension),

@@ -32,6 +32,7 @@ from typing import Protocol
 import numpy as np
 from opentelemetry import trace
 
+from ragstack.config import WINDOW_TOKENS
 from ragstack.domain import (
     Chunk,
     Document,
@@ -59,6 +60,7 @@ from services.ingest import readers
 from services.ingest.ahead import Ahead
 from services.ingest.budgets import Budgets
 from services.ingest.chunker import chunk_markdown, split_pages
+from services.ingest.dense_windows import embed_chunks
 from services.ingest.enrich import Enricher
 from services.ingest.graph_index import GraphIndex
 from services.ingest.parse_worker import ParsePool, is_heavy
@@ -85,15 +87,6 @@ class _Prepared:
     original: Original | None = None  # a PDF kept for its pictures
 
 
-def embedding_text(chunk: Chunk) -> str:
-    """What the embedder sees: the heading path situates the chunk in its document."""
-    return embedded_form(chunk.heading_path, chunk.text)
-
-
-def embedded_form(heading_path: Sequence[str], text: str) -> str:
-    return " > ".join(heading_path) + "\n" + text
-
-
 class IngestPipeline:
     def __init__(
         self,
@@ -117,6 +110,7 @@ class IngestPipeline:
         converter: DoclingServe | None = None,
         shared: SharedLock | None = None,
         tuned: Callable[[str], EmbedderPort] | None = None,
+        window_tokens: int = WINDOW_TOKENS,
     ) -> None:
         """`budgets`: of one document (services/ingest/budgets.py); `parser`: the worker process
         pool that parses the formats whose parsers can run away (in this process when None);
@@ -124,12 +118,14 @@ class IngestPipeline:
         removed document's go in any case); `converter`: a docling-serve server that converts PDF,
         Office and HTML files instead of Docling here (`ingest.converter`); `shared`: the lock of
         the ingest workers in other processes that write the same stores (services/ingest/unit_of_work.py);
-        `tuned`: a tuned embedder by name, for a library whose vectors one made (ragstack/tuning)."""
+        `tuned`: a tuned embedder by name, for a library whose vectors one made (ragstack/tuning);
+        `window_tokens`: a longer chunk is embedded in windows (services/ingest/dense_windows.py)."""
         self._catalog = catalog
         self._vectors = vectors
         self._lexical = lexical
         self._embedder = embedder
         self._tuned = tuned
+        self._window_tokens = window_tokens
         self._chunk_tokens = chunk_tokens
         self._overlap = overlap_sentences
         self._max_bytes = max_file_bytes
@@ -397,7 +393,7 @@ class IngestPipeline:
         try:
             with tracer.start_as_current_span("ingest.embed", attributes={"chunks": len(chunks)}):
                 embedder = self._vectors.library_embedder(library)
-                vectors = self.embedder(embedder).embed([embedding_text(c) for c in chunks])
+                vectors = self.embed(embedder, chunks)
         except Exception as err:
             extracted.cancel()
             for p in batch:
@@ -411,6 +407,12 @@ class IngestPipeline:
             )
         yield from _drain(summary, in_flight)
         return writer.submit(self._write, batch, library, chunks, (embedder, vectors), extracted, total)
+
+    def embed(self, name: str, chunks: Sequence[Chunk | tuple[Sequence[str], str]]) -> list[np.ndarray]:
+        """Each chunk's (or (heading path, text)'s) window vectors, by the configured embedder ("")
+        or a tuned one."""
+        items = [(c.heading_path, c.text) if isinstance(c, Chunk) else c for c in chunks]
+        return embed_chunks(self.embedder(name), items, self._window_tokens)
 
     def embedder(self, name: str) -> EmbedderPort:
         """The configured embedder (""), or a tuned one by name."""
@@ -431,7 +433,7 @@ class IngestPipeline:
         batch: list[_Prepared],
         library: str,
         chunks: list[Chunk],
-        embedded: tuple[str, np.ndarray],
+        embedded: tuple[str, list[np.ndarray]],
         extracted: Future[tuple[list[EntityMention], list[Relation]]],
         total: int,
     ) -> list[FileProgress]:
@@ -462,8 +464,7 @@ class IngestPipeline:
                     self._stores.apply(change)
                     break
                 except EmbedderChanged as changed:
-                    texts = [embedding_text(c) for c in chunks]
-                    vectors = self.embedder(changed.embedder).embed(texts)
+                    vectors = self.embed(changed.embedder, chunks)
                     change = replace(change, vectors=vectors, embedder=changed.embedder)
             else:
                 raise Unavailable(f"library {library!r}'s embedder kept changing while a batch was written")

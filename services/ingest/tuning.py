@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +23,7 @@ from ragstack.errors import AlreadyExists, FailedPrecondition, InvalidArgument, 
 from ragstack.models import InstallError
 from ragstack.tuning.pairs import KINDS, PairSource, training_pairs
 from ragstack.tuning.tune import TuneProgress, TuneSettings, TuneStep, train_and_export
-from services.ingest.pipeline import EmbedderPort, embedded_form
+from services.ingest.dense_windows import embedded_form
 
 EMBED_BATCH = 256
 DEFAULT_PAIRS = 10_000  # about half an hour an epoch on 2 cores
@@ -50,21 +50,22 @@ class Tuner:
         self,
         vectors: VectorTable,
         exclusive: Callable[[], AbstractContextManager[None]],
-        embedder: Callable[[str], EmbedderPort],
+        embed: Callable[[str, Sequence[tuple[Sequence[str], str]]], list[np.ndarray]],
         folder: Path,
         tool_env: Path,
         check: Callable[[Path], None],
         clock: Callable[[], float] = time.monotonic,
         recentre: Callable[[str], None] | None = None,
     ) -> None:
-        """`embedder`: a model by name ("" the configured one); `folder`: where tuned embedders
+        """`embed`: (heading path, text) pairs' window vectors by a model named ("" the configured
+        one; IngestPipeline.embed); `folder`: where tuned embedders
         are installed; `tool_env`: the export's tool environment (torch, optimum), where training
         runs; `check`: loads an installed embedder (refusing one that does not load); `recentre`:
         the graph's community vectors of a library made again from its new chunk vectors."""
         self._recentre = recentre
         self._vectors = vectors
         self._exclusive = exclusive
-        self._embedder = embedder
+        self._embed_by = embed
         self._folder = folder
         self._tool_env = tool_env
         self._check = check
@@ -112,10 +113,9 @@ class Tuner:
 
     def _reembed(self, library: str, name: str, progress: TuneProgress) -> int:
         """Every chunk embedded with `name` beside the index, then swapped in all at once."""
-        model = self._embedder(name)
-        done = self._embed(model, self._vectors.library_texts(library).to_pydict(), {}, progress)
+        done = self._embed(name, self._vectors.library_texts(library).to_pydict(), {}, progress)
         with self._exclusive():  # no batch is written meanwhile; those written since are embedded now
-            late = self._embed(model, self._vectors.library_texts(library).to_pydict(), done, progress)
+            late = self._embed(name, self._vectors.library_texts(library).to_pydict(), done, progress)
             count = self._vectors.replace_vectors(library, {c: v for (c, _), v in late.items()}, name)
             if self._recentre is not None:  # communities are found by their chunks' mean vector
                 self._recentre(library)
@@ -123,21 +123,22 @@ class Tuner:
 
     def _embed(
         self,
-        model: EmbedderPort,
+        name: str,
         rows: dict[str, list[Any]],
         known: dict[tuple[str, str], np.ndarray],
         progress: TuneProgress,
     ) -> dict[tuple[str, str], np.ndarray]:
-        """Vectors keyed by (chunk id, text as embedded): those in `known` are kept, the rest made."""
-        keys = [
-            (str(c), embedded_form(h or (), str(t or "")))
+        """Window vectors keyed by (chunk id, text as embedded): those in `known` are kept, the
+        rest made by the model `name`."""
+        chunks = {
+            (str(c), embedded_form(h or (), str(t or ""))): (tuple(h or ()), str(t or ""))
             for c, h, t in zip(rows["chunk_id"], rows["heading_path"], rows["text"], strict=True)
-        ]
-        out = {k: known[k] for k in keys if k in known}
-        todo = [k for k in keys if k not in out]
+        }
+        out = {k: known[k] for k in chunks if k in known}
+        todo = [k for k in chunks if k not in out]
         for i in range(0, len(todo), EMBED_BATCH):
             part = todo[i : i + EMBED_BATCH]
-            out.update(zip(part, model.embed([text for _, text in part]), strict=True))
+            out.update(zip(part, self._embed_by(name, [chunks[k] for k in part]), strict=True))
             progress(TuneStep("embedding", min(i + EMBED_BATCH, len(todo)), len(todo)))
         return out
 

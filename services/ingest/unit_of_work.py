@@ -44,7 +44,7 @@ class VectorWriter(Protocol):
         library: str,
         document_ids: Sequence[str],
         chunks: Sequence[Chunk],
-        vectors: np.ndarray,
+        vectors: Sequence[np.ndarray],
         embedder: str = "",
     ) -> None: ...
     def library_embedder(self, library: str) -> str: ...
@@ -66,9 +66,6 @@ class LexicalWriter(Protocol):
     def rollback(self) -> None: ...
 
 
-_NO_VECTORS = np.zeros((0, 0), dtype=np.float32)
-
-
 @dataclass
 class Change:
     """What one unit does to one library: every chunk, page and graph row of `document_ids` is
@@ -79,7 +76,7 @@ class Change:
     document_ids: list[str]
     documents: list[Document] = field(default_factory=list)
     chunks: Sequence[Chunk] = ()
-    vectors: np.ndarray = field(default_factory=lambda: _NO_VECTORS)
+    vectors: Sequence[np.ndarray] = ()  # each chunk's vector, or its windows' (one row a window)
     pages: Sequence[PageText] = ()
     mentions: Sequence[EntityMention] = ()
     relations: Sequence[Relation] = ()

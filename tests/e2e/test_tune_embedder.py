@@ -21,7 +21,8 @@ from ragstack.resources import Resources
 from ragstack.rpc.clients import IngestClient, RetrieveClient, open_channel
 from ragstack.serve import Stack
 from ragstack.stores.graph import GraphStore
-from ragstack.stores.vectors import EMBEDDER, VectorStore
+from ragstack.stores.vectors import EMBEDDER, VectorStore, chunk_vector
+from services.ingest.dense_windows import embed_chunks, embedded_form
 from tests.conftest import ROOT, SAMPLES, make_config, start_with
 
 pytestmark = pytest.mark.slow
@@ -46,17 +47,24 @@ async def stack(tmp_path_factory: pytest.TempPathFactory, resources: Resources) 
 
 def _rows(stack: Stack, library: str) -> dict[str, tuple[str, np.ndarray, str]]:
     """chunk id -> (embedder, vector, text as embedded), read from LanceDB itself."""
+    return {c: (e, v, embedded_form(h, t)) for c, (e, v, h, t) in _chunks(stack, library).items()}
+
+
+def _chunks(stack: Stack, library: str) -> dict[str, tuple[str, np.ndarray, tuple[str, ...], str]]:
+    """chunk id -> (embedder, vector, heading path, text), read from LanceDB itself."""
     store = VectorStore(stack.cfg.storage.lancedb(stack.cfg.data_dir), 384)
     table = store.connection().open_table("chunks")
     data = table.search().where(f"library = '{library}'").limit(None).to_arrow().to_pylist()
     return {
-        r["chunk_id"]: (
-            r[EMBEDDER] or "",
-            np.asarray(r["vector"]),
-            " > ".join(r["heading_path"]) + "\n" + r["text"],
-        )
+        r["chunk_id"]: (r[EMBEDDER] or "", np.asarray(r["vector"]), tuple(r["heading_path"]), r["text"])
         for r in data
     }
+
+
+def _expected(model: Embedder, stack: Stack, chunks: list[tuple[tuple[str, ...], str]]) -> np.ndarray:
+    """The vectors `model` gives these (heading path, text) chunks: their windows' unit mean."""
+    windows = embed_chunks(model, chunks, stack.cfg.models.window_tokens)
+    return np.stack([chunk_vector(w)[0] for w in windows])
 
 
 def _models(stack: Stack) -> set[str]:
@@ -120,10 +128,11 @@ async def test_tune_reembed_search_and_revert(stack: Stack, embedder: Embedder) 
     after = _rows(stack, LIB)
     assert set(after) == set(before) and {e for e, _, _ in after.values()} == {done.embedder}
     ids = sorted(after)
-    texts = [after[c][2] for c in ids]
+    chunks = _chunks(stack, LIB)
+    texts = [chunks[c][2:] for c in ids]
     stored = np.stack([after[c][1] for c in ids])
-    assert np.allclose(stored, tuned.embed(texts), atol=1e-4)  # every vector is the tuned model's
-    assert not np.allclose(stored, embedder.embed(texts), atol=1e-2)  # and no longer the base's
+    assert np.allclose(stored, _expected(tuned, stack, texts), atol=1e-4)  # every vector is the tuned model's
+    assert not np.allclose(stored, _expected(embedder, stack, texts), atol=1e-2)  # and no longer the base's
     assert {e for e, _, _ in _rows(stack, OTHER).values()} == {""}  # another library is untouched
     communities, centres = GraphStore(stack.cfg.storage.lancedb(stack.cfg.data_dir), 384).communities(LIB)
     assert communities  # each one's vector is the mean of its chunks' new vectors
@@ -136,7 +145,7 @@ async def test_tune_reembed_search_and_revert(stack: Stack, embedder: Embedder) 
     assert shown[LIB] == done.embedder and shown[OTHER] == ""
 
     # Queries of the tuned library go through the tuned model: a chunk's own text finds it first.
-    probe = ids[0]
+    probe = next(c for c in ids if embedder.count_tokens(after[c][2]) + 2 <= stack.cfg.models.window_tokens)
     hits, _ = await retrieve.search(after[probe][2], LIB, 1, d.SearchMode.DENSE)
     assert hits[0].chunk.chunk_id == probe and hits[0].score == pytest.approx(1.0, abs=0.03)
     hits, _ = await retrieve.search("reciprocal rank fusion", OTHER, 3, d.SearchMode.HYBRID)
@@ -146,16 +155,19 @@ async def test_tune_reembed_search_and_revert(stack: Stack, embedder: Embedder) 
     await _ingest(ingest, names[-1:], LIB)
     added = {c: v for c, v in _rows(stack, LIB).items() if c not in after}
     assert added and {e for e, _, _ in added.values()} == {done.embedder}
-    (cid, (_, vector, text)), *_ = added.items()
-    assert np.allclose(vector, tuned.embed([text])[0], atol=1e-4)
+    (cid, (_, vector, _)), *_ = added.items()
+    assert np.allclose(vector, _expected(tuned, stack, [_chunks(stack, LIB)[cid][2:]])[0], atol=1e-4)
 
     reverted = [e async for e in ingest.tune_embedder(LIB, revert=True)][-1]
     assert (reverted.embedder, reverted.previous_embedder) == ("", done.embedder)
     back = _rows(stack, LIB)
     assert {e for e, _, _ in back.values()} == {""}
     ids = sorted(back)
+    chunks = _chunks(stack, LIB)
     assert np.allclose(
-        np.stack([back[c][1] for c in ids]), embedder.embed([back[c][2] for c in ids]), atol=1e-4
+        np.stack([back[c][1] for c in ids]),
+        _expected(embedder, stack, [chunks[c][2:] for c in ids]),
+        atol=1e-4,
     )
     hits, _ = await retrieve.search(back[cid][2], LIB, 1, d.SearchMode.DENSE)
     assert hits[0].chunk.chunk_id == cid

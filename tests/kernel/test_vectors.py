@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from ragstack.domain import Chunk
+from ragstack.domain import Chunk, SearchFilter
 from ragstack.stores.vectors import VectorStore
 
 DIM = 32
@@ -143,3 +144,77 @@ def test_memory_candidates_read_their_chunks_together_later(tmp_path: Path) -> N
     assert all(c.document_key == document_key("d") for c, _ in found)
     assert [(x, s) for x, (_, s) in zip(read, found, strict=True)] == reader.search(vecs[3], "lib", 5)
     assert read[0].chunk_id == "d:3"
+
+
+def unit(v: np.ndarray) -> np.ndarray:
+    return (v / np.linalg.norm(v, axis=-1, keepdims=True)).astype(np.float32)
+
+
+def test_a_chunk_of_windows_is_ranked_by_its_best_window_in_memory_and_in_lancedb(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    query = unit(rng.normal(size=DIM))
+    # 400 one-window chunks, each a little like the query; one chunk of four windows, three of
+    # them about something else and one almost the query: its best window is by far the nearest.
+    singles = unit(0.35 * query + rng.normal(size=(400, DIM)) / np.sqrt(DIM))
+    other = unit(rng.normal(size=(3, DIM)))
+    windows = np.vstack([other, unit(query + 0.05 * rng.normal(size=DIM))])
+    writer = VectorStore(tmp_path, DIM, writer=True)
+    docs = chunks(400) + chunks(1, doc="long")
+    writer.replace_documents("lib", ["d", "long"], docs, [*singles, windows])
+    stored = writer.vectors_by_id("lib", ["long:0"])["long:0"]
+    assert np.allclose(stored, unit(windows.mean(axis=0)), atol=1e-6)  # the chunk's vector: their unit mean
+    for reader in (VectorStore(tmp_path, DIM), VectorStore(tmp_path, DIM, memory_rows=0)):
+        hits = reader.search(query, "lib", 5)
+        assert hits[0][0].chunk_id == "long:0"
+        assert hits[0][1] == pytest.approx(float(windows[-1] @ query), abs=1e-5)
+        assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
+        # One-window chunks keep their own scores.
+        assert all(
+            s == pytest.approx(float(singles[int(c.chunk_id[2:])] @ query), abs=1e-5) for c, s in hits[1:]
+        )
+        # A filter still applies to windowed rows (the long chunk's document left out).
+        kept = reader.search(query, "lib", 5, SearchFilter(document_ids=("d",)))
+        assert len(kept) == 5 and "long:0" not in {c.chunk_id for c, _ in kept}
+
+
+def test_swapped_vectors_replace_the_windows_too(tmp_path: Path) -> None:
+    store = VectorStore(tmp_path, DIM, writer=True)
+    vecs = clustered(3)
+    store.replace_documents("lib", ["d"], chunks(3), [vecs[0], np.vstack([vecs[1], -vecs[1]]), vecs[2]])
+    q = unit(-vecs[1])
+    assert store.search(q, "lib", 1)[0][0].chunk_id == "d:1"  # by its window -vecs[1]
+    # A tuning's swap (replace_vectors): d:1 is now one window, d:2 two.
+    store.replace_vectors("lib", {"d:0": vecs[0], "d:1": vecs[1], "d:2": np.vstack([vecs[2], q])}, "tuned")
+    hits = VectorStore(tmp_path, DIM).search(q, "lib", 3)
+    assert hits[0][0].chunk_id == "d:2" and hits[0][1] == pytest.approx(1.0, abs=1e-5)
+    assert dict((c.chunk_id, s) for c, s in hits)["d:1"] == pytest.approx(float(vecs[1] @ q), abs=1e-5)
+    assert store.library_embedder("lib") == "tuned"
+
+
+def test_a_table_from_before_windows_is_searched_and_its_writer_adds_them(tmp_path: Path) -> None:
+    import lancedb
+    import pyarrow as pa
+
+    from ragstack.stores import vectors as module
+
+    vecs = clustered(2)
+    schema = pa.schema([f for f in module._schema(DIM) if f.name != module.WINDOWS])
+    old = chunks(1, doc="old")[0]
+    row = {
+        "chunk_id": old.chunk_id,
+        "document_id": old.document_id,
+        "library": "lib",
+        "text": old.text,
+        "heading_path": ["T"],
+        "position": 0,
+        "vector": vecs[0],
+    }
+    lancedb.connect(str(tmp_path)).create_table("chunks", data=pa.Table.from_pylist([row], schema=schema))
+    for reader in (VectorStore(tmp_path, DIM), VectorStore(tmp_path, DIM, memory_rows=0)):
+        assert [c.chunk_id for c, _ in reader.search(vecs[0], "lib", 3)] == ["old:0"]
+    writer = VectorStore(tmp_path, DIM, writer=True)  # adds the column, null for the old rows
+    writer.replace_documents("lib", ["new"], chunks(1, doc="new"), [np.vstack([vecs[1], unit(vecs[1] + 1)])])
+    for reader in (VectorStore(tmp_path, DIM), VectorStore(tmp_path, DIM, memory_rows=0)):
+        assert [c.chunk_id for c, _ in reader.search(vecs[0], "lib", 1)] == ["old:0"]
+        new = reader.search(vecs[1], "lib", 1)
+        assert [c.chunk_id for c, _ in new] == ["new:0"] and new[0][1] == pytest.approx(1.0, abs=1e-5)

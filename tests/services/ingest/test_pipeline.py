@@ -77,7 +77,8 @@ def test_ingest_then_only_changes_are_redone(setup) -> None:  # type: ignore[no-
             FileStage.EMBEDDED,
             FileStage.INDEXED,
         ]
-    assert counting.texts == summary.chunks == dense.count("default")
+    # Every chunk once: itself, or its windows when it is longer than one (dense_windows.py).
+    assert summary.chunks == dense.count("default") <= counting.texts
     hits = lexical.search("Okapi City University", "default", 3)
     assert hits and hits[0][0].title == "BM25 Lexical Ranking" == hits[0][0].heading_path[0]
 
@@ -89,7 +90,7 @@ def test_ingest_then_only_changes_are_redone(setup) -> None:  # type: ignore[no-
     target.write_text(target.read_text() + "\n\n## Zanzibar note\n\nThe quokka index is a made-up term.\n")
     _, changed = run(pipeline, [docs])
     assert changed.indexed == 1 and changed.unchanged == 11
-    assert 0 < counting.texts == changed.chunks
+    assert 0 < changed.chunks <= counting.texts
     assert lexical.search("quokka", "default", 3)[0][0].heading_path == (
         "BM25 Lexical Ranking",
         "Zanzibar note",

@@ -1,0 +1,62 @@
+"""What the embedder sees of a chunk: its heading path and text, in windows of the length the
+embedder learned on.
+
+all-MiniLM-L6-v2 was trained on 128 word pieces and truncates at `models.max_length` (256), while
+chunks hold up to `ingest.chunk_tokens` (512): embedded whole, a long chunk's end never reached
+the dense index, and what did was averaged into one vector. So a chunk longer than
+`models.window_tokens` is embedded as windows of whole sentences, each after the chunk's heading
+path. The vector store keeps every window's vector and search ranks the chunk by its best window;
+the chunk's own vector (the first search stage, communities, feedback) is the windows' mean.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+
+from services.ingest.chunker import pack_sentences
+
+SPECIAL_TOKENS = 2  # [CLS] and [SEP] around every text the embedder reads
+
+
+class Embeds(Protocol):
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+    def count_tokens(self, text: str) -> int: ...
+
+
+def embedded_form(heading_path: Sequence[str], text: str) -> str:
+    """A chunk (or a window of it) as the embedder reads it: the heading path situates it."""
+    return " > ".join(heading_path) + "\n" + text
+
+
+def window_texts(heading_path: Sequence[str], text: str, window_tokens: int, embedder: Embeds) -> list[str]:
+    """The texts a chunk is embedded as: itself when it fits `window_tokens` (or windows are off,
+    0), else windows of its sentences, each after the heading path (cut to half a window at most)."""
+    whole = embedded_form(heading_path, text)
+    count = embedder.count_tokens
+    if window_tokens <= 0 or count(whole) + SPECIAL_TOKENS <= window_tokens:
+        return [whole]
+    room = window_tokens - SPECIAL_TOKENS
+    head = " > ".join(heading_path)
+    if head and count(head) > room // 2:
+        head = pack_sentences(head, room // 2, count)[0]
+    budget = max(1, room - (count(head) if head else 0))
+    return [head + "\n" + piece for piece in pack_sentences(text, budget, count)] or [whole]
+
+
+def embed_chunks(
+    embedder: Embeds, chunks: Sequence[tuple[Sequence[str], str]], window_tokens: int
+) -> list[np.ndarray]:
+    """Each (heading path, text)'s window vectors, one row a window, in input order; all the
+    windows go to the embedder in one call, so its batches are filled by length."""
+    texts: list[str] = []
+    counts: list[int] = []
+    for heading_path, text in chunks:
+        windows = window_texts(heading_path, text, window_tokens, embedder)
+        texts.extend(windows)
+        counts.append(len(windows))
+    flat = embedder.embed(texts)
+    bounds = np.cumsum([0, *counts])
+    return [flat[bounds[i] : bounds[i + 1]] for i in range(len(counts))]
