@@ -261,6 +261,7 @@ def chunk_markdown(
 def pack_sentences(text: str, budget: int, count: Callable[[str], int]) -> list[str]:
     """`text` as consecutive pieces of whole sentences, each at most `budget` word pieces (a longer
     sentence, or a line of code or a table row, cut between words); whitespace is normalised."""
+    count = functools.lru_cache(maxsize=1024)(count)  # a sentence is measured when split and packed
     units = [Unit(s, prose=True, sep=" ") for s in split_sentences(text)]
     pieces: list[str] = []
     current: list[str] = []
