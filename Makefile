@@ -118,6 +118,15 @@ eval: install  ## every quality figure in the README, in its order (about two ho
 			IFS='|'; for half in $${halves:-" "}; do IFS=' '; for mode in dense hybrid; do \
 				$(BIN)/ragstack eval retrieval $(DATA)/$$name --split $$split $$half --mode $$mode --json; \
 			done; done; unset IFS; done; done
+	@# Dense windows (models.window_tokens, on): each set again with whole chunks, in a data directory
+	@# of its own. 128 was compared offline with 254-word-piece windows and sentences on all three: in-sample.
+	@for set in "scifact train" "scifact train --half a" "scifact train --half b" "hotpotqa_dev200 dev" \
+			"musique_train100 train"; do \
+		set -- $$set; name=$${1%%_*}; data=$(DATA)/$$1 split=$$2; shift 2; for mode in dense hybrid; do \
+			RAGSTACK__DATA_DIR=$(EVAL_DIR)/$$name \
+				$(BIN)/ragstack eval retrieval $$data --split $$split "$$@" --mode $$mode --json; \
+			RAGSTACK__DATA_DIR=$(EVAL_DIR)/$$name-whole RAGSTACK__MODELS__WINDOW_TOKENS=0 RAGSTACK__INGEST__GRAPH=false \
+				$(BIN)/ragstack eval retrieval $$data --split $$split "$$@" --mode $$mode --json; done; done
 	@# Answers. musique_train100 tunes the multi-hop path; HotpotQA dev200 reports it.
 	@$(call IN,musique) $(BIN)/ragstack eval qa $(DATA)/musique_train100 --json
 	@$(call IN,musique) RAGSTACK__GENERATION__BRIDGE_SEARCHES=0 \
@@ -157,6 +166,14 @@ bench: install bench-deps $(CROSS_ENCODER)/model.onnx  ## every speed figure in 
 	$(call IN,scifact) $(BIN)/ragstack bench ann $(DATA)/scifact --split train
 	$(BIN)/ragstack bench ingest $(DATA)/scifact/corpus.jsonl
 	RAGSTACK__INGEST__GRAPH=false $(BIN)/ragstack bench ingest $(DATA)/scifact/corpus.jsonl
+	@# Dense windows against whole chunks (the library make eval left in scifact-whole), alternating.
+	for run in 1 2 3; do \
+		$(call IN,scifact) $(BIN)/ragstack bench query $(DATA)/scifact --split train --modes hybrid \
+			--concurrency 1,8 --queries 400 --json; \
+		$(call IN,scifact-whole) RAGSTACK__MODELS__WINDOW_TOKENS=0 RAGSTACK__INGEST__GRAPH=false $(BIN)/ragstack \
+			bench query $(DATA)/scifact --split train --modes hybrid --concurrency 1,8 --queries 400 --json; done
+	RAGSTACK__MODELS__WINDOW_TOKENS=0 RAGSTACK__INGEST__GRAPH=false $(BIN)/ragstack bench ingest \
+		$(DATA)/scifact/corpus.jsonl
 	$(BIN)/ragstack bench load $(DATA)/documents --clients 4
 	$(BIN)/ragstack bench rerank $(CROSS_ENCODER) $(DATA)/scifact
 	$(BIN)/ragstack bench hostile
