@@ -554,6 +554,7 @@ class LibraryStats:
     communities: int = 0
     last_indexed_at: str = ""
     embedder: str = ""  # "" the configured one, else a tuned one's name
+    vector_windows: int = 0  # window vectors of the chunks embedded as several (models.window_tokens)
 
 
 @dataclass(frozen=True)

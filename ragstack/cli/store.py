@@ -43,7 +43,17 @@ async def stats(cfg: Config, library: str, as_json: bool) -> None:
         return
     console = Console()
     table = Table(title="Libraries", title_justify="left")
-    for col in ("library", "documents", "chunks", "vectors", "lexical", "pages", "entities", "relations"):
+    for col in (
+        "library",
+        "documents",
+        "chunks",
+        "vectors",
+        "windows",
+        "lexical",
+        "pages",
+        "entities",
+        "relations",
+    ):
         table.add_column(col, justify="left" if col == "library" else "right")
     table.add_column("communities", justify="right")
     table.add_column("media types")
@@ -55,6 +65,7 @@ async def stats(cfg: Config, library: str, as_json: bool) -> None:
             str(lib.documents),
             str(lib.chunks),
             _flag(lib.vector_chunks, lib.chunks),
+            str(lib.vector_windows),
             _flag(lib.lexical_chunks, lib.chunks),
             str(lib.lexical_pages),
             str(lib.entities),

@@ -124,6 +124,7 @@ class StoreLifecycle:
                     communities=communities,
                     last_indexed_at=at,
                     embedder=self._vectors.library_embedder(name),
+                    vector_windows=self._vectors.count_windows(name),
                 )
             )
         catalog = self._data_dir / "catalog.sqlite"

@@ -684,6 +684,16 @@ class VectorStore:
             return 0
         return int(table.count_rows(f"library = {sql_str(library)}" if library else None))
 
+    def count_windows(self, library: str) -> int:
+        """Window vectors kept for the library's chunks embedded as several windows."""
+        import pyarrow.compute as pc
+
+        table = self._open()
+        if table is None or WINDOWS not in table.schema.names:
+            return 0
+        rows = table.search().where(f"library = {sql_str(library)}").select([WINDOWS]).limit(None).to_arrow()
+        return int(pc.sum(pc.list_value_length(rows.column(WINDOWS))).as_py() or 0)
+
     def refresh(self) -> dict[str, int]:
         """A reader's check for the writer's newest commit, now: the version it serves (0 before
         the table exists)."""

@@ -458,7 +458,7 @@ class StatsRequest(_message.Message):
     def __init__(self, library: _Optional[str] = ...) -> None: ...
 
 class LibraryStats(_message.Message):
-    __slots__ = ("name", "documents", "chunks", "vector_chunks", "lexical_chunks", "lexical_pages", "media_types", "entities", "relations", "communities", "last_indexed_at", "embedder")
+    __slots__ = ("name", "documents", "chunks", "vector_chunks", "lexical_chunks", "lexical_pages", "media_types", "entities", "relations", "communities", "last_indexed_at", "embedder", "vector_windows")
     class MediaTypesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -478,6 +478,7 @@ class LibraryStats(_message.Message):
     COMMUNITIES_FIELD_NUMBER: _ClassVar[int]
     LAST_INDEXED_AT_FIELD_NUMBER: _ClassVar[int]
     EMBEDDER_FIELD_NUMBER: _ClassVar[int]
+    VECTOR_WINDOWS_FIELD_NUMBER: _ClassVar[int]
     name: str
     documents: int
     chunks: int
@@ -490,7 +491,8 @@ class LibraryStats(_message.Message):
     communities: int
     last_indexed_at: str
     embedder: str
-    def __init__(self, name: _Optional[str] = ..., documents: _Optional[int] = ..., chunks: _Optional[int] = ..., vector_chunks: _Optional[int] = ..., lexical_chunks: _Optional[int] = ..., lexical_pages: _Optional[int] = ..., media_types: _Optional[_Mapping[str, int]] = ..., entities: _Optional[int] = ..., relations: _Optional[int] = ..., communities: _Optional[int] = ..., last_indexed_at: _Optional[str] = ..., embedder: _Optional[str] = ...) -> None: ...
+    vector_windows: int
+    def __init__(self, name: _Optional[str] = ..., documents: _Optional[int] = ..., chunks: _Optional[int] = ..., vector_chunks: _Optional[int] = ..., lexical_chunks: _Optional[int] = ..., lexical_pages: _Optional[int] = ..., media_types: _Optional[_Mapping[str, int]] = ..., entities: _Optional[int] = ..., relations: _Optional[int] = ..., communities: _Optional[int] = ..., last_indexed_at: _Optional[str] = ..., embedder: _Optional[str] = ..., vector_windows: _Optional[int] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
     __slots__ = ("libraries", "table_versions", "lancedb_bytes", "tantivy_bytes", "catalog_bytes", "snapshots_bytes", "snapshots")

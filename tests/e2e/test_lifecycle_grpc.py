@@ -53,6 +53,7 @@ async def test_snapshot_restore_vacuum_and_their_errors(stack: Stack) -> None:
     (lib,) = stats.libraries
     assert lib.documents == len(FILES)
     assert lib.chunks == lib.vector_chunks == lib.lexical_chunks == summary.chunks
+    assert lib.vector_windows > lib.chunks // 2  # the samples' 256-word-piece chunks: most in windows
     assert lib.media_types == {"text/markdown": len(FILES)} and lib.entities == 0  # graph off
     assert set(stats.table_versions) == {"chunks"} and stats.snapshots == 0  # no PDF: no originals
 

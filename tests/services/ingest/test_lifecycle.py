@@ -129,6 +129,10 @@ def test_stats_count_what_was_ingested(stores: Stores) -> None:
     docs = stores.catalog.list("default")
     assert lib.documents == summary.indexed == len(FILES)
     assert lib.chunks == lib.vector_chunks == lib.lexical_chunks == summary.chunks
+    # The chunks longer than one dense window keep a vector per window (dense_windows.py).
+    table = VectorStore(stores.data / "lancedb", stores.vectors.dimension)._open().to_arrow()
+    windows = [len(w) for w in table["windows"].to_pylist() if w]
+    assert lib.vector_windows == sum(windows) and windows and min(windows) >= 2
     # Markdown has no pages: a document of several chunks also goes whole, as page 0.
     assert lib.lexical_pages == sum(1 for d in docs if d.chunk_count > 1) > 0
     assert lib.media_types == {"text/markdown": len(FILES)}
