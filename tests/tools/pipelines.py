@@ -18,6 +18,22 @@ from services.ingest.pipeline import IngestPipeline
 from tests.tools import state as state_tools
 
 
+def plain_pipeline(
+    root: Path, embedder: Any, chunk_tokens: int, max_file_bytes: int, **options: Any
+) -> IngestPipeline:
+    """A pipeline without the graph, its stores in `root` (LanceDB in `root/lance`)."""
+    return IngestPipeline(
+        Catalog(state_tools.store(StateConfig(), root, catalog_store)),
+        VectorStore(root / "lance", embedder.dimension, writer=True),
+        LexicalStore(root / "tantivy", writer=True),
+        embedder,
+        chunk_tokens=chunk_tokens,
+        overlap_sentences=1,
+        max_file_bytes=max_file_bytes,
+        **options,
+    )
+
+
 def graph_pipeline(
     root: Path, lance: Path, embedder: Any, extractor: EntityExtractor
 ) -> tuple[IngestPipeline, VectorStore]:

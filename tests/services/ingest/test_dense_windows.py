@@ -9,17 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragstack.config import StateConfig
 from ragstack.guard.paths import PathGuard
-from ragstack.stores import catalog as catalog_store
-from ragstack.stores.catalog import Catalog
-from ragstack.stores.lexical import LexicalStore
 from ragstack.stores.vectors import VectorStore
 from services.ingest.dense_windows import SPECIAL_TOKENS, embed_chunks, window_texts
-from services.ingest.pipeline import IngestPipeline
 from services.ingest.sources import collect_paths
 from tests.conftest import SAMPLES
-from tests.tools import state as state_tools
+from tests.tools.pipelines import plain_pipeline
 
 EVERYWHERE = PathGuard([Path("/")])  # these tests read their own temp folders
 
@@ -75,16 +70,7 @@ def test_a_sentence_past_the_truncation_is_found_only_with_windows(
         "# Ferry timetable\n\nFerries to the mainland run hourly from the north pier in summer; the "
         "winter timetable is posted at the ticket office.\n"
     )
-    pipeline = IngestPipeline(
-        Catalog(state_tools.store(StateConfig(), tmp_path, catalog_store)),
-        VectorStore(tmp_path / "lance", embedder.dimension, writer=True),
-        LexicalStore(tmp_path / "tantivy", writer=True),
-        embedder,
-        chunk_tokens=512,
-        overlap_sentences=1,
-        max_file_bytes=200_000,
-        window_tokens=window_tokens,
-    )
+    pipeline = plain_pipeline(tmp_path, embedder, 512, 200_000, window_tokens=window_tokens)
     list(pipeline.run(collect_paths([str(docs)], EVERYWHERE), "default"))
     reader = VectorStore(tmp_path / "lance", embedder.dimension)
     query = embedder.embed(["When does the ferry to the island leave the harbour?"])[0]

@@ -6,19 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from ragstack.config import StateConfig
 from ragstack.domain import FileStage, IngestSummary
 from ragstack.guard.paths import PathGuard
-from ragstack.stores import catalog as catalog_store
-from ragstack.stores.catalog import Catalog
 from ragstack.stores.lexical import LexicalStore
-from ragstack.stores.vectors import VectorStore
 from services.ingest.chunker import chunk_markdown
-from services.ingest.pipeline import IngestPipeline
 from services.ingest.readers import parse
 from services.ingest.sources import collect_paths
 from tests.conftest import SHARED
-from tests.tools import state as state_tools
+from tests.tools.pipelines import plain_pipeline
 
 DOCS = SHARED / "data" / "documents"
 FORMATS = ("pdf", "docx", "pptx", "xlsx", "html", "csv")
@@ -34,15 +29,7 @@ def chunks_of(relative: str) -> list:  # type: ignore[type-arg]
 
 @pytest.mark.slow
 def test_every_document_ingests(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
-    pipeline = IngestPipeline(
-        Catalog(state_tools.store(StateConfig(), tmp_path, catalog_store)),
-        VectorStore(tmp_path / "lance", embedder.dimension, writer=True),
-        LexicalStore(tmp_path / "tantivy", writer=True),
-        embedder,
-        chunk_tokens=512,
-        overlap_sentences=1,
-        max_file_bytes=50_000_000,
-    )
+    pipeline = plain_pipeline(tmp_path, embedder, chunk_tokens=512, max_file_bytes=50_000_000)
     items = collect_paths([str(DOCS / f) for f in FORMATS], EVERYWHERE)
     items = [i for i in items if "/groundtruth/" not in i.source]
     assert len(items) == 12 + 14 + 8 + 11 + 14 + 9
