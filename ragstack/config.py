@@ -441,7 +441,10 @@ class RetrieveConfig(_Strict):
     max_per_document: int = Field(3, ge=0, description="Hits kept per document (0: no cap).")
     max_context_chars: int = Field(6000, ge=100, description="Context expansion: longest context per hit.")
     memory_rows: int = Field(
-        200_000, ge=0, description="Dense: libraries up to this many chunks are searched exactly in memory."
+        200_000,
+        ge=0,
+        description="Dense: libraries up to this many chunks are searched exactly in memory, their window "
+        "vectors with them (`ragstack store stats` counts both: long chunks hold several windows each).",
     )
     ann_min_rows: int = Field(
         200_000, ge=256, description="Dense: ingest builds an IVF_PQ index once the table has this many rows."
