@@ -933,10 +933,23 @@ def tune_group() -> None:
     "(for a corpus without headings); both.",
 )
 @click.option("--revert", is_flag=True, help="Back to the configured embedder (re-embeds, trains nothing).")
+@click.option(
+    "--reembed",
+    is_flag=True,
+    help="Re-embed with the library's own embedder in today's dense windows (models.window_tokens), "
+    "trains nothing: after a change of window_tokens, or for a library ingested before windows.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 @click.pass_context
 def tune_embedder_cmd(
-    ctx: click.Context, library: str, epochs: float, max_pairs: int, pairs: str, revert: bool, as_json: bool
+    ctx: click.Context,
+    library: str,
+    epochs: float,
+    max_pairs: int,
+    pairs: str,
+    revert: bool,
+    reembed: bool,
+    as_json: bool,
 ) -> None:
     """Fine-tune the bundled embedder on LIBRARY's own passages (no labels: each heading and each
     sentence with the passage it came from), export it to ONNX and re-embed the library with it.
@@ -944,7 +957,7 @@ def tune_embedder_cmd(
     (training runs in models.tool_env, made the first time from the package registry)."""
     from ragstack.cli.tune import tune_embedder
 
-    _run(tune_embedder(_config(ctx), library, epochs, max_pairs, pairs, revert, as_json))
+    _run(tune_embedder(_config(ctx), library, epochs, max_pairs, pairs, revert, as_json, reembed))
 
 
 @cli.group(name="store")

@@ -13,12 +13,19 @@ from ragstack.rpc.clients import IngestClient
 
 
 async def tune_embedder(
-    cfg: Config, library: str, epochs: float, max_pairs: int, pairs: str, revert: bool, as_json: bool
+    cfg: Config,
+    library: str,
+    epochs: float,
+    max_pairs: int,
+    pairs: str,
+    revert: bool,
+    as_json: bool,
+    reembed: bool = False,
 ) -> None:
     async with connect(cfg, needed=("ingest",), start=("ingest",)) as session:
         client = IngestClient(session.channels["ingest"], cfg.deadlines.ingest_s)
         last = ""
-        async for event in client.tune_embedder(library, epochs, max_pairs, revert, pairs):
+        async for event in client.tune_embedder(library, epochs, max_pairs, revert, pairs, reembed):
             if event.stage == "done":
                 if as_json:
                     print(

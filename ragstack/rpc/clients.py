@@ -379,10 +379,12 @@ class IngestClient:
         max_pairs: int = 0,
         revert: bool = False,
         pairs: str = "",
+        reembed: bool = False,
     ) -> AsyncIterator[ingest_pb2.TuneEmbedderResponse]:
-        """A library's embedder tuned (or reverted): progress events, then `done`."""
+        """A library's embedder tuned (or reverted, or the library re-embedded): progress events,
+        then `done`."""
         req = ingest_pb2.TuneEmbedderRequest(
-            library=library, epochs=epochs, max_pairs=max_pairs, revert=revert, pairs=pairs
+            library=library, epochs=epochs, max_pairs=max_pairs, revert=revert, pairs=pairs, reembed=reembed
         )
         async for event in _stream(self._stub.TuneEmbedder(req, timeout=self._deadline)):
             yield event

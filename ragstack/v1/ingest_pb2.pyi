@@ -80,18 +80,20 @@ INGEST_JOB_STATE_CANCELLED: IngestJobState
 INGEST_JOB_STATE_DEAD: IngestJobState
 
 class TuneEmbedderRequest(_message.Message):
-    __slots__ = ("library", "epochs", "max_pairs", "revert", "pairs")
+    __slots__ = ("library", "epochs", "max_pairs", "revert", "pairs", "reembed")
     LIBRARY_FIELD_NUMBER: _ClassVar[int]
     EPOCHS_FIELD_NUMBER: _ClassVar[int]
     MAX_PAIRS_FIELD_NUMBER: _ClassVar[int]
     REVERT_FIELD_NUMBER: _ClassVar[int]
     PAIRS_FIELD_NUMBER: _ClassVar[int]
+    REEMBED_FIELD_NUMBER: _ClassVar[int]
     library: str
     epochs: float
     max_pairs: int
     revert: bool
     pairs: str
-    def __init__(self, library: _Optional[str] = ..., epochs: _Optional[float] = ..., max_pairs: _Optional[int] = ..., revert: _Optional[bool] = ..., pairs: _Optional[str] = ...) -> None: ...
+    reembed: bool
+    def __init__(self, library: _Optional[str] = ..., epochs: _Optional[float] = ..., max_pairs: _Optional[int] = ..., revert: _Optional[bool] = ..., pairs: _Optional[str] = ..., reembed: _Optional[bool] = ...) -> None: ...
 
 class TuneEmbedderResponse(_message.Message):
     __slots__ = ("stage", "done", "total", "loss", "message", "embedder", "previous_embedder", "chunks", "pairs", "seconds")

@@ -495,8 +495,13 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
                 raise Cancelled(f"tuning {library!r} was cancelled")
             loop.call_soon_threadsafe(steps.put_nowait, step)
 
-        if request.revert:
-            work = asyncio.ensure_future(asyncio.to_thread(tuner.revert, library, progress))
+        if request.revert and request.reembed:
+            raise InvalidArgument(
+                "revert or reembed, not both: revert re-embeds with the configured embedder"
+            )
+        if request.revert or request.reembed:
+            again = tuner.revert if request.revert else tuner.reembed
+            work = asyncio.ensure_future(asyncio.to_thread(again, library, progress))
         else:
             work = asyncio.ensure_future(
                 asyncio.to_thread(tuner.tune, library, settings, max_pairs, kinds, progress)

@@ -105,6 +105,15 @@ class Tuner:
             count = self._reembed(library, "", progress)
             return Tuned("", previous, 0, count, self._clock() - started)
 
+    def reembed(self, library: str, progress: TuneProgress) -> Tuned:
+        """The library embedded again by the embedder it has, in today's windows."""
+        with self._one_at_a_time(library):
+            started = self._clock()
+            current = self._vectors.library_embedder(library)
+            self._rows(library)
+            count = self._reembed(library, current, progress)
+            return Tuned(current, current, 0, count, self._clock() - started)
+
     def _rows(self, library: str) -> dict[str, list[Any]]:
         rows = self._vectors.library_texts(library).to_pydict()
         if not rows["chunk_id"]:

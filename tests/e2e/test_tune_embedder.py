@@ -209,6 +209,37 @@ async def test_refusals(stack: Stack) -> None:
     )
 
 
+async def test_reembed_gives_a_library_from_before_windows_its_windows(
+    stack: Stack, embedder: Embedder
+) -> None:
+    ingest = IngestClient(open_channel(stack.peers["ingest"]), 600)
+    await _ingest(ingest, ["bm25.md", "chunking.md"], "before-windows")
+    # The library as an ingest from before windows left it: each chunk embedded whole, truncated.
+    chunks = _chunks(stack, "before-windows")
+    ids = sorted(chunks)
+    whole = embedder.embed([embedded_form(*chunks[c][2:]) for c in ids])
+    writer = VectorStore(stack.cfg.storage.lancedb(stack.cfg.data_dir), 384, writer=True)
+    writer.replace_vectors("before-windows", dict(zip(ids, whole, strict=True)), "")
+    assert writer.count_windows("before-windows") == 0
+
+    events = [e async for e in ingest.tune_embedder("before-windows", reembed=True)]
+    assert [e.stage for e in events][-1] == "done" and "training" not in {e.stage for e in events}
+    done = events[-1]
+    assert (done.embedder, done.previous_embedder, done.chunks, done.pairs) == ("", "", len(ids), 0)
+    stored = np.stack([_chunks(stack, "before-windows")[c][1] for c in ids])
+    assert np.allclose(stored, _expected(embedder, stack, [chunks[c][2:] for c in ids]), atol=1e-4)
+    windows = VectorStore(stack.cfg.storage.lancedb(stack.cfg.data_dir), 384).count_windows("before-windows")
+    (lib,) = (await ingest.stats("before-windows")).libraries
+    assert lib.vector_windows == windows > 0
+    retrieve = RetrieveClient(open_channel(stack.peers["retrieve"]), 30)
+    hits, _ = await retrieve.search("saturation of term frequency", "before-windows", 3, d.SearchMode.DENSE)
+    assert hits  # the retrieve service follows the new vectors
+    message = await _fails(
+        "INVALID_ARGUMENT", ingest.tune_embedder("before-windows", revert=True, reembed=True)
+    )
+    assert "not both" in message
+
+
 def test_only_admins_may_tune() -> None:
     from ragstack.rpc.access import authorize
     from ragstack.v1 import ingest_pb2
