@@ -1,5 +1,6 @@
 """`ragstack bench query`: search latency per mode through gRPC, at several concurrencies, and QPS,
-from clients in a process of their own."""
+from clients in a process of their own; and a calibration figure beside them, so that runs from
+different hours (this machine's speed drifts by more than most changes) can be compared."""
 
 from __future__ import annotations
 
@@ -33,32 +34,70 @@ async def bench_query(
     data = beir.load(folder, split)
     queries = list(data.queries.values())[:limit]
     rows: list[dict[str, Any]] = []
-    async with connect(
-        cfg, needed=("ingest", "retrieve"), start=("retrieve", "ingest"), allow_paths=[str(data.corpus)]
-    ) as session:
-        summary = await ingest_with_progress(
-            cfg, session.channels["ingest"], [str(data.corpus)], data.library, on_progress
-        )
-        address = session.addresses["retrieve"]
-        # The clients run in a process of their own, as real callers do: in the server's process
-        # their gRPC and protobuf work would take the server's interpreter lock.
-        loop = asyncio.get_running_loop()
-        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as clients:
+    # The clients run in a process of their own, as real callers do: in the server's process their
+    # gRPC and protobuf work would take the server's interpreter lock. The calibration runs there
+    # too, before the services start and after they stop, so that nothing else is running.
+    loop = asyncio.get_running_loop()
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as clients:
+        before = await loop.run_in_executor(clients, calibrate, cfg)
+        async with connect(
+            cfg, needed=("ingest", "retrieve"), start=("retrieve", "ingest"), allow_paths=[str(data.corpus)]
+        ) as session:
+            summary = await ingest_with_progress(
+                cfg, session.channels["ingest"], [str(data.corpus)], data.library, on_progress
+            )
+            run = partial(
+                run_clients,
+                session.addresses["retrieve"],
+                cfg.services.token,
+                cfg.deadlines.retrieve_s,
+                data.library,
+            )
             for mode in modes:
                 for workers in concurrencies:
-                    run = partial(
-                        run_clients, address, cfg.services.token, cfg.deadlines.retrieve_s, data.library
-                    )
                     rows.append(await loop.run_in_executor(clients, run, queries, mode, workers, top_k))
                     on_progress("bench", len(rows), len(modes) * len(concurrencies))
+        after = await loop.run_in_executor(clients, calibrate, cfg)
     return {
         "dataset": data.name,
         "documents": summary.indexed + summary.unchanged,
         "queries": len(queries),
         "top_k": top_k,
         "embedded": session.embedded,
+        "calibration": {"query_embed_p50_ms_before": before, "query_embed_p50_ms_after": after},
         "results": rows,
     }
+
+
+# Fixed texts of our own, so the calibration is the same work on any data set.
+CALIBRATION_TEXTS = (
+    "how do glaciers shape the valleys they move through",
+    "which enzyme breaks down starch in the small intestine",
+    "what limits the range of an electric delivery van in winter",
+    "why does a suspension bridge sway in strong wind",
+    "who maintains the index when two writers commit at once",
+    "does regular exercise lower resting blood pressure in older adults",
+    "what happens to unsold tickets after the event is cancelled",
+    "how long is the warranty on a replacement compressor",
+)
+CALIBRATION_ROUNDS = 25
+
+
+def calibrate(cfg: Config) -> float:
+    """The search queries' embedder on fixed texts, one at a time, with none of the bench's services
+    running: p50 milliseconds. It is the largest part of a search's CPU, so it says how fast the
+    machine ran the work that matters, then."""
+    from ragstack.resources import Resources
+
+    embed = Resources(cfg).query_embedder.embed
+    embed(CALIBRATION_TEXTS[:2])  # warm-up
+    latencies = []
+    for _ in range(CALIBRATION_ROUNDS):
+        for text in CALIBRATION_TEXTS:
+            start = time.perf_counter()
+            embed([text])
+            latencies.append((time.perf_counter() - start) * 1000)
+    return round(percentile(latencies, 50), 2)
 
 
 def run_clients(

@@ -371,6 +371,11 @@ def bench_query_cmd(
             f"top_k {report['top_k']}"
         )
         print_rows(report["results"])
+        cal = report["calibration"]
+        click.echo(
+            f"calibration: one query embedded in {cal['query_embed_p50_ms_before']} ms (p50) before the "
+            f"runs, {cal['query_embed_p50_ms_after']} ms after"
+        )
 
 
 @bench_group.command(name="embed")

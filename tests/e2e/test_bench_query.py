@@ -42,6 +42,8 @@ async def test_every_mode_at_every_concurrency(tmp_path: Path) -> None:
         cfg, beir_folder(tmp_path / "set"), "test", ["lexical", "hybrid"], [1, 2], limit=3, top_k=2
     )
     assert report["documents"] == 4 and report["queries"] == 3 and report["embedded"]
+    # The calibration runs the search queries' model on fixed texts before and after the runs.
+    assert all(ms > 0 for ms in report["calibration"].values()) and len(report["calibration"]) == 2
     rows = {(r["mode"], r["concurrency"]): r for r in report["results"]}
     assert set(rows) == {("lexical", 1), ("lexical", 2), ("hybrid", 1), ("hybrid", 2)}
     for row in rows.values():
