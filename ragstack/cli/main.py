@@ -373,8 +373,9 @@ def bench_query_cmd(
         print_rows(report["results"])
         cal = report["calibration"]
         click.echo(
-            f"calibration: one query embedded in {cal['query_embed_p50_ms_before']} ms (p50) before the "
-            f"runs, {cal['query_embed_p50_ms_after']} ms after"
+            "calibration, the query embedder on fixed texts (before the runs / after): one at a time "
+            f"p50 {cal['before']['query_p50_ms']} / {cal['after']['query_p50_ms']} ms, eight at once "
+            f"{cal['before']['batch_texts_per_s']} / {cal['after']['batch_texts_per_s']} texts/s"
         )
 
 
