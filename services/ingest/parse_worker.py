@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 HEAVY = set(readers.DOCLING) | set(readers.IMAGES) | {".pdf"}
 _START_TIMEOUT_S = 120.0  # a worker's interpreter and parsers loading (not the file's time)
 _RECYCLE_RSS_MB = 1024  # a worker this large after a file exits and is replaced
+CANCELLED = "the parse was stopped: its ingest was cancelled or the service is stopping"
 
 
 def is_heavy(name: str, kind: str) -> bool:
@@ -46,12 +47,13 @@ class ParseWorker:
         self._process: Any = None
         self._conn: Connection | None = None
         self._owner: object = None  # whose parse is in flight
+        self._cancelled = False  # that parse's owner cancelled it, maybe before its process started
         self._stopping = False  # the process is being killed on purpose (cancel, close)
 
     def parse(self, name: str, data: bytes, kind: str = "", owner: object = None) -> readers.Parsed:
         """`owner`: who asks (an ingest run), so that `cancel(owner)` stops only its own parse."""
         with self._lock:
-            self._owner = owner
+            self._owner, self._cancelled = owner, False
             try:
                 return self._parse(name, data, kind)
             finally:
@@ -59,14 +61,20 @@ class ParseWorker:
 
     def cancel(self, owner: object) -> None:
         """Stops the parse in flight if it is `owner`'s (that file fails; a fresh process parses the
-        next); another's parse goes on."""
+        next); another's parse goes on. A parse whose process is still starting stops before it
+        sends its file: the process is not there to kill yet."""
+        if owner is None or self._owner is not owner:
+            return
+        self._cancelled = True
         process = self._process
-        if owner is not None and self._owner is owner and process is not None and process.is_alive():
+        if process is not None and process.is_alive():
             self._stopping = True
             process.kill()
 
     def _parse(self, name: str, data: bytes, kind: str) -> readers.Parsed:
         conn = self._ready()
+        if self._cancelled:
+            raise Unavailable(CANCELLED)
         conn.send((name, data, kind))
         timeout = self._budgets.parse_timeout_s
         try:
@@ -121,7 +129,7 @@ class ParseWorker:
         process, stopping = self._process, self._stopping
         self._stop()
         if stopping:
-            return Unavailable("the parse was stopped: its ingest was cancelled or the service is stopping")
+            return Unavailable(CANCELLED)
         code = process.exitcode if process is not None else None
         log.warning("the parser process ended with exit code %s", code)
         return OverBudget(

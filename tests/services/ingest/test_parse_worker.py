@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import pytest
 
 from ragstack.bench import hostile_files as files
 from ragstack.errors import Unavailable
 from services.ingest.budgets import Budgets, OverBudget
-from services.ingest.parse_worker import ParsePool
+from services.ingest.parse_worker import ParsePool, ParseWorker
 
 PAGE = b"<html><head><title>Okapi</title></head><body><main><h1>Okapi</h1><p>A giraffid.</p></main></html>"
 
@@ -53,3 +54,39 @@ def test_a_worker_past_its_deadline_is_killed_and_replaced() -> None:
         assert "giraffid" in pool.parse("page.html", PAGE).markdown
     finally:
         pool.close()
+
+
+def test_a_cancel_while_the_worker_starts_stops_the_parse_before_its_file_is_sent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    worker = ParseWorker(Budgets(parse_timeout_s=60, parse_memory_mb=2048))
+    starting, cancelled = threading.Event(), threading.Event()
+    start = ParseWorker._ready
+
+    def held_start(self: ParseWorker) -> Any:  # the process starts only once the cancel is in
+        starting.set()
+        cancelled.wait(10)
+        return start(self)
+
+    monkeypatch.setattr(ParseWorker, "_ready", held_start)
+    stuck, errors = object(), []
+
+    def runaway() -> None:
+        try:
+            worker.parse("empty.docx", files.docx(1_000_000), owner=stuck)
+        except Unavailable as err:
+            errors.append(str(err))
+
+    thread = threading.Thread(target=runaway)
+    try:
+        thread.start()
+        assert starting.wait(10)
+        worker.cancel(stuck)  # no process to kill yet
+        cancelled.set()
+        thread.join(timeout=30)  # not the 60 s the stuck file would take
+        assert not thread.is_alive() and "its ingest was cancelled" in errors[0]
+        monkeypatch.undo()
+        assert "giraffid" in worker.parse("page.html", PAGE).markdown  # the started process serves on
+    finally:
+        worker.close()
+        thread.join(timeout=10)
