@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -17,19 +18,27 @@ from services.ingest.parse_worker import ParsePool, ParseWorker
 PAGE = b"<html><head><title>Okapi</title></head><body><main><h1>Okapi</h1><p>A giraffid.</p></main></html>"
 
 
-def test_a_parse_beside_a_stuck_one_goes_on_and_cancel_stops_its_own() -> None:
-    pool = ParsePool(Budgets(parse_timeout_s=60, parse_memory_mb=2048), size=2)
-    stuck, errors = object(), []
+def start_stuck_parse(parse: Callable[..., Any], owner: object) -> tuple[threading.Thread, list[str]]:
+    """`owner`'s parse of a file Docling gets stuck on, in a thread of its own; the list gets the
+    Unavailable error it ends with when it is stopped."""
+    errors: list[str] = []
 
     def runaway() -> None:
         try:
-            pool.parse("empty.docx", files.docx(1_000_000), owner=stuck)
+            parse("empty.docx", files.docx(1_000_000), owner=owner)
         except Unavailable as err:
             errors.append(str(err))
 
     thread = threading.Thread(target=runaway)
+    thread.start()
+    return thread, errors
+
+
+def test_a_parse_beside_a_stuck_one_goes_on_and_cancel_stops_its_own() -> None:
+    pool = ParsePool(Budgets(parse_timeout_s=60, parse_memory_mb=2048), size=2)
+    stuck = object()
+    thread, errors = start_stuck_parse(pool.parse, stuck)
     try:
-        thread.start()
         time.sleep(1)
         start = time.monotonic()
         parsed = pool.parse("page.html", PAGE, owner=object())  # the other worker: its own start, then this
@@ -69,17 +78,9 @@ def test_a_cancel_while_the_worker_starts_stops_the_parse_before_its_file_is_sen
         return start(self)
 
     monkeypatch.setattr(ParseWorker, "_ready", held_start)
-    stuck, errors = object(), []
-
-    def runaway() -> None:
-        try:
-            worker.parse("empty.docx", files.docx(1_000_000), owner=stuck)
-        except Unavailable as err:
-            errors.append(str(err))
-
-    thread = threading.Thread(target=runaway)
+    stuck = object()
+    thread, errors = start_stuck_parse(worker.parse, stuck)
     try:
-        thread.start()
         assert starting.wait(10)
         worker.cancel(stuck)  # no process to kill yet
         cancelled.set()
