@@ -101,7 +101,6 @@ class Tuner:
             previous = self._vectors.library_embedder(library)
             if not previous:
                 raise FailedPrecondition(f"library {library!r} already uses the configured embedder")
-            self._rows(library)
             count = self._reembed(library, "", progress)
             return Tuned("", previous, 0, count, self._clock() - started)
 
@@ -110,7 +109,6 @@ class Tuner:
         with self._one_at_a_time(library):
             started = self._clock()
             current = self._vectors.library_embedder(library)
-            self._rows(library)
             count = self._reembed(library, current, progress)
             return Tuned(current, current, 0, count, self._clock() - started)
 
@@ -122,7 +120,7 @@ class Tuner:
 
     def _reembed(self, library: str, name: str, progress: TuneProgress) -> int:
         """Every chunk embedded with `name` beside the index, then swapped in all at once."""
-        done = self._embed(name, self._vectors.library_texts(library).to_pydict(), {}, progress)
+        done = self._embed(name, self._rows(library), {}, progress)
         with self._exclusive():  # no batch is written meanwhile; those written since are embedded now
             late = self._embed(name, self._vectors.library_texts(library).to_pydict(), done, progress)
             count = self._vectors.replace_vectors(library, {c: v for (c, _), v in late.items()}, name)
