@@ -18,7 +18,7 @@ from ragstack.text import split_sentences
 QUERY_BATCH = 8
 
 
-def _measure(
+def measure(
     embed: Callable[[Sequence[str]], Any], queries: Sequence[str], texts: Sequence[str], batch: int
 ) -> dict[str, float]:
     embed(queries[:2])  # warm-up
@@ -79,13 +79,13 @@ def bench_embed(cfg: Config, queries: Sequence[str], texts: Sequence[str]) -> di
         "queries": len(queries),
         "texts": len(texts),
         "batch_size": batch,
-        "onnxruntime": _measure(embedder.embed, queries, texts, batch),
+        "onnxruntime": measure(embedder.embed, queries, texts, batch),
     }
     if res.query_embedder is not embedder:  # search queries' int8 weights (retrieve.query_precision)
         import numpy as np
 
         # Queries in batches of 8 too: what concurrent searches share (ragstack/batching.py).
-        measured = _measure(res.query_embedder.embed, queries, queries, QUERY_BATCH)
+        measured = measure(res.query_embedder.embed, queries, queries, QUERY_BATCH)
         report["onnxruntime_query_model"] = {
             "model": res.query_embedder.name,
             "threads": cfg.models.query_threads,
@@ -114,7 +114,7 @@ def bench_embed(cfg: Config, queries: Sequence[str], texts: Sequence[str]) -> di
     def st_embed(batch_texts: Sequence[str]) -> Any:
         return model.encode(list(batch_texts), batch_size=batch, normalize_embeddings=True)
 
-    report["pytorch"] = _measure(st_embed, queries, texts, batch)
+    report["pytorch"] = measure(st_embed, queries, texts, batch)
     sample = list(texts[:64])
     report["cosine_onnx_vs_pytorch_min"] = round(
         float(np.min(np.sum(embedder.embed(sample) * st_embed(sample), axis=1))), 5

@@ -85,24 +85,15 @@ CALIBRATION_ROUNDS = 25
 
 def calibrate(cfg: Config) -> dict[str, float]:
     """The search queries' embedder on fixed texts with none of the bench's services running: one
-    at a time (p50 ms: one client's share) and all eight at once (texts per second: what concurrent
-    searches share, ragstack/batching.py). It is the largest part of a search's CPU, so it says how
-    fast the machine ran the work that matters, then."""
+    at a time (p50 ms: one client's share) and eight at once (texts per second: what concurrent
+    searches share, ragstack/batching.py), measured as `bench embed` measures. It is the largest
+    part of a search's CPU, so it says how fast the machine ran the work that matters, then."""
+    from ragstack.bench.embed import QUERY_BATCH, measure
     from ragstack.resources import Resources
 
-    embed = Resources(cfg).query_embedder.embed
-    embed(CALIBRATION_TEXTS[:2])  # warm-up
-    latencies = []
-    for _ in range(CALIBRATION_ROUNDS):
-        for text in CALIBRATION_TEXTS:
-            start = time.perf_counter()
-            embed([text])
-            latencies.append((time.perf_counter() - start) * 1000)
-    start = time.perf_counter()
-    for _ in range(CALIBRATION_ROUNDS):
-        embed(CALIBRATION_TEXTS)
-    batched = CALIBRATION_ROUNDS * len(CALIBRATION_TEXTS) / (time.perf_counter() - start)
-    return {"query_p50_ms": round(percentile(latencies, 50), 2), "batch_texts_per_s": round(batched, 1)}
+    texts = CALIBRATION_TEXTS * CALIBRATION_ROUNDS
+    measured = measure(Resources(cfg).query_embedder.embed, texts, texts, QUERY_BATCH)
+    return {"query_p50_ms": measured["query_p50_ms"], "batch_texts_per_s": measured["batch_texts_per_s"]}
 
 
 def run_clients(
