@@ -298,6 +298,12 @@ def _outside_routes(w: World) -> None:  # noqa: C901 - one route table
 
     out.on("/davdeep/*", dav_deep)
 
+    def dav_slow(req: Request) -> Reply:  # the same tree, a folder every 50 ms: a walk that lasts
+        time.sleep(0.05)
+        return dav_deep(req)
+
+    out.on("/davslow/*", dav_slow)
+
     # slow and endless bodies
     out.on("/slow/drip", lambda req: Reply(body=drip()))
     header_drip: list[bytes | float] = [b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nX-Slow: "]
@@ -1565,10 +1571,26 @@ async def test_a_webdav_tree_that_never_ends_ends(world: World) -> None:
     await stops_once_paused(w, "davdeep", "/davdeep/")
 
 
+async def test_pausing_a_source_stops_its_walk_under_way(world: World) -> None:
+    """A WebDAV tree walked slowly: paused in the middle, the poll stops at its next folder, before
+    ingest.source_max_items, and a stopped poll is no failure of the source."""
+    w = world
+    r = await add(w, name="davslow", kind="webdav", url=w.out.url("/davslow/"))
+    assert r.status_code == 201, r.text
+
+    async def walking() -> bool:
+        return w.hits.count("outside", "/davslow/") >= 10
+
+    assert await within(walking, 20), "the walk did not start"
+    await stops_once_paused(w, "davslow", "/davslow/")
+    assert w.hits.count("outside", "/davslow/") < MAX_ITEMS / 2
+    s = await state(w, "davslow")
+    assert s["consecutive_failures"] == 0 and not s["last_error"], s
+
+
 async def stops_once_paused(w: World, name: str, prefix: str) -> None:
-    """Pauses the source, then its requests must stop and stay stopped. A retry that began before
-    the pause (due a second after the failure) walks on to its own end at ingest.source_max_items,
-    so they get 20 s to stop; a walk that never ends never does."""
+    """Pauses the source, then its requests must stop within seconds and stay stopped: a poll under
+    way (a retry falls due a second after the failure) ends at its next request once paused."""
     await w.http.post(f"/v1/sources/{name}/pause", headers=H["admin"])
 
     async def quiet() -> bool:
@@ -1576,10 +1598,10 @@ async def stops_once_paused(w: World, name: str, prefix: str) -> None:
         await asyncio.sleep(1.0)
         return w.hits.count("outside", prefix) == n
 
-    assert await within(quiet, 20), "still walking after the poll ended"
+    assert await within(quiet, 8), "still walking after the pause"
     n = w.hits.count("outside", prefix)
     await asyncio.sleep(1.5)
-    assert w.hits.count("outside", prefix) == n, "still walking after the poll ended"
+    assert w.hits.count("outside", prefix) == n, "still walking after the pause"
 
 
 SLOW = [

@@ -5,7 +5,9 @@ look at), costing one metadata check per unchanged item: a stat, a line of an ob
 PROPFIND entry, a conditional GET answered 304. `read` fetches the bytes, and is only called for an
 entry whose revision differs from the one the library holds. A scan that cannot run at all (the
 source unreachable, its listing refused) raises `ScanError`: that is a failure of the source, which
-the circuit breaker counts; a `Failed` item is retried on its own, and dead-lettered at last.
+the circuit breaker counts; a `Failed` item is retried on its own, and dead-lettered at last. A
+backend calls its `checkpoint` before each request or item: it raises `ScanStopped` to end a scan
+whose source was paused or removed meanwhile.
 """
 
 from __future__ import annotations
@@ -55,6 +57,19 @@ class ScanError(RagstackError):
     """The source could not be scanned at all. The message is safe to show (no credentials)."""
 
 
+class ScanStopped(RagstackError):
+    """The scan was ended early: its source was paused or removed while it was listed. No failure:
+    the breaker does not count it."""
+
+
+# Called by a backend before each request or item of a scan; raises ScanStopped to end it.
+Checkpoint = Callable[[], None]
+
+
+def no_checkpoint() -> None:
+    """A scan nothing stops (a spec checked when added)."""
+
+
 class Backend(Protocol):
     def scan(self, known: Mapping[str, str], wanted: Callable[[str], bool]) -> Iterator[Entry | Failed]:
         """Every item whose `name` is `wanted`. `known`: source -> revision the library holds (a
@@ -83,10 +98,13 @@ class FolderBackend:
     """A folder on the service's file system, under `ingest.allowed_roots`: its files (hidden ones
     skipped), revision = modification time and size."""
 
-    def __init__(self, location: str, paths: PathGuard, max_items: int) -> None:
+    def __init__(
+        self, location: str, paths: PathGuard, max_items: int, checkpoint: Checkpoint = no_checkpoint
+    ) -> None:
         self._root = paths.check(location)  # refused before its existence is looked at
         self._paths = paths
         self._max_items = max_items
+        self._checkpoint = checkpoint
 
     @property
     def root(self) -> Path:
@@ -97,6 +115,7 @@ class FolderBackend:
             raise ScanError(f"folder {self._root} does not exist or is not a folder")
         count = 0
         for path in sorted(self._root.rglob("*")):
+            self._checkpoint()
             rel = path.relative_to(self._root)
             if any(part.startswith(".") for part in rel.parts) or not path.is_file():
                 continue

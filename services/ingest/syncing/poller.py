@@ -3,8 +3,9 @@ each that changed; folders are also watched, so a change makes their source due 
 
 A poll is a scan and a comparison (`SourceSync.look`): it writes no document. A source with a job
 still queued or running is not polled again until the job ends. A failed poll counts against the
-source's circuit breaker (services/ingest/syncing/state.py); the breaker's state, the polls and the
-items waiting are exported as Prometheus metrics, beside the RPC metrics."""
+source's circuit breaker (services/ingest/syncing/state.py); a poll whose source is paused or removed
+meanwhile stops at its next request or item, and counts for nothing. The breaker's state, the polls
+and the items waiting are exported as Prometheus metrics, beside the RPC metrics."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from prometheus_client import Counter, Gauge
 from ragstack import auth, convert
 from ragstack.errors import NotFound
 from services.ingest.jobs import JobStore
+from services.ingest.syncing.backends import ScanStopped
 from services.ingest.syncing.state import HALF_OPEN, OPEN, SourceState, SourceStore
 from services.ingest.syncing.sync import SourceSync
 
@@ -32,7 +34,7 @@ BREAKER = Gauge(
 )
 POLLS = Counter(
     "ragstack_source_polls_total",
-    "Polls of a source by outcome: changed, unchanged or failed.",
+    "Polls of a source by outcome: changed, unchanged, failed or stopped (paused or removed meanwhile).",
     ["source", "outcome"],
 )
 DEAD_LETTERS = Gauge(
@@ -152,6 +154,10 @@ class SourcePoller:
         self._store.polling(name)
         try:
             scan = self._sync.look(name)
+        except ScanStopped as stopped:
+            log.info("%s", stopped)
+            POLLS.labels(name, "stopped").inc()
+            return ""
         except Exception as err:  # the source is down, refused, misconfigured: its breaker counts it
             log.warning("polling source %s failed: %s", name, err)
             self._store.poll_failed(name, str(err) or type(err).__name__)

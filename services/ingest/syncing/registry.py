@@ -15,7 +15,7 @@ from services.ingest.crawler import CrawlLimits
 from services.ingest.jobs import JobStore
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.syncing import state as source_state
-from services.ingest.syncing.backends import Backend
+from services.ingest.syncing.backends import Backend, Checkpoint, no_checkpoint
 from services.ingest.syncing.poller import SourcePoller
 from services.ingest.syncing.remote import open_backend
 from services.ingest.syncing.state import Retries, SourceStore
@@ -35,7 +35,7 @@ class Sources:
         PERMISSION_DENIED whether it exists or not; a URL, bucket, region or endpoint it cannot
         read). Whether a host may be fetched is the fetch guard's to say, at each poll."""
         acl_groups(spec.groups)
-        self.open(spec).close()
+        self.open(spec, no_checkpoint).close()
 
 
 def build_sources(
@@ -56,8 +56,8 @@ def build_sources(
     store.declare(cfg.sources)
     limits = CrawlLimits.from_config(ingest)
 
-    def opener(spec: SourceConfig) -> Backend:
-        return open_backend(spec, paths, limits, ingest.source_max_items)
+    def opener(spec: SourceConfig, checkpoint: Checkpoint) -> Backend:
+        return open_backend(spec, paths, limits, ingest.source_max_items, checkpoint)
 
     sync = SourceSync(store, pipeline, opener, cfg.library)
     # Ingest workers sharing PostgreSQL state: one of them polls (another takes over if it dies).

@@ -53,7 +53,16 @@ from ragstack.guard.urls import (
 )
 from ragstack.redact import strip_userinfo
 from services.ingest.crawler import CrawlLimits, fetcher_for
-from services.ingest.syncing.backends import Backend, Entry, Failed, FolderBackend, ReadFailed, ScanError
+from services.ingest.syncing.backends import (
+    Backend,
+    Checkpoint,
+    Entry,
+    Failed,
+    FolderBackend,
+    ReadFailed,
+    ScanError,
+    no_checkpoint,
+)
 
 if TYPE_CHECKING:
     from obstore import ObjectMeta
@@ -158,14 +167,17 @@ def _expect(page: Fetched, status: int, url: str, what: str = "") -> None:
 
 class _Site:
     """Requests through one guarded fetcher for a source at `url`. Its userinfo is sent as basic auth
-    to its own origin only: a redirect, a sitemap or a listing pointing elsewhere gets none."""
+    to its own origin only: a redirect, a sitemap or a listing pointing elsewhere gets none. Every
+    request passes the scan's checkpoint first."""
 
-    def __init__(self, url: str, fetcher: Fetcher) -> None:
+    def __init__(self, url: str, fetcher: Fetcher, checkpoint: Checkpoint) -> None:
         self.url, self._auth = _web_url(url)
         self.origin = _origin(self.url)
         self._fetcher = fetcher
+        self._checkpoint = checkpoint
 
     def fetch(self, url: str, **request: Any) -> Fetched:
+        self._checkpoint()
         auth = self._auth if _origin(url) == self.origin else None
         return self._fetcher.fetch(url, auth=auth, **request)
 
@@ -199,8 +211,8 @@ class HttpBackend:
     delete policy says); another failure (unreachable, refused, any other status but 200 and 304) is
     the source failing: ScanError."""
 
-    def __init__(self, url: str, fetcher: Fetcher) -> None:
-        self._site = _Site(url, fetcher)
+    def __init__(self, url: str, fetcher: Fetcher, checkpoint: Checkpoint = no_checkpoint) -> None:
+        self._site = _Site(url, fetcher, checkpoint)
         self._source = shown_url(self._site.url)
         self._name = unquote(urlsplit(self._site.url).path).rsplit("/", 1)[-1] or "index.html"
 
@@ -272,8 +284,10 @@ class SitemapBackend:
     that fails is a `Failed` item; a sitemap that fails is the source failing. Names are the pages'
     paths relative to the site's root. The backend owns `fetcher` and closes it."""
 
-    def __init__(self, url: str, fetcher: Fetcher, max_items: int) -> None:
-        self._site = _Site(url, fetcher)
+    def __init__(
+        self, url: str, fetcher: Fetcher, max_items: int, checkpoint: Checkpoint = no_checkpoint
+    ) -> None:
+        self._site = _Site(url, fetcher, checkpoint)
         self._max_items = max_items
 
     def scan(self, known: Mapping[str, str], wanted: Callable[[str], bool]) -> Iterator[Entry | Failed]:
@@ -407,8 +421,15 @@ class WebDavBackend:
     getcontentlength. Entries outside the folder or on another origin are ignored, and so are hidden
     ones. A folder that cannot be listed is the source failing. The backend owns `fetcher`."""
 
-    def __init__(self, url: str, fetcher: Fetcher, max_items: int, max_depth: int = DAV_MAX_DEPTH) -> None:
-        self._site = _Site(url, fetcher)
+    def __init__(
+        self,
+        url: str,
+        fetcher: Fetcher,
+        max_items: int,
+        max_depth: int = DAV_MAX_DEPTH,
+        checkpoint: Checkpoint = no_checkpoint,
+    ) -> None:
+        self._site = _Site(url, fetcher, checkpoint)
         if urlsplit(self._site.url).query:
             raise InvalidArgument(f"a WebDAV folder's URL has no query: {shown_url(self._site.url)}")
         self._start = self._site.url if self._site.url.endswith("/") else self._site.url + "/"
@@ -559,6 +580,7 @@ class S3Backend:
         allow: Allowlist | tuple[str, ...] = (),
         timeout_s: float = 15.0,
         resolver: Resolver = system_resolver,
+        checkpoint: Checkpoint = no_checkpoint,
     ) -> None:
         self._bucket, self._prefix = _s3_location(url)
         self._endpoint = _s3_endpoint(endpoint)
@@ -569,6 +591,7 @@ class S3Backend:
         self._max_items = max_items
         self._timeout_s = timeout_s
         self._resolver = resolver
+        self._checkpoint = checkpoint
         self._store: S3Store | None = None
 
     def scan(self, known: Mapping[str, str], wanted: Callable[[str], bool]) -> Iterator[Entry | Failed]:
@@ -577,6 +600,7 @@ class S3Backend:
         count = 0
         try:
             pages = 0
+            self._checkpoint()
             for batch in obstore.list(store, self._prefix or None, chunk_size=1000):
                 # Keys are counted below; pages too, for a server that answers pages of nothing
                 # (or of the same keys) with a fresh continuation token forever.
@@ -595,6 +619,7 @@ class S3Backend:
                             f"{where} holds more than {self._max_items} objects ({MAX_ITEMS_KEY})"
                         )
                     yield entry
+                self._checkpoint()  # before the next page is asked for
         except _OBSTORE_ERRORS as err:
             raise ScanError(f"could not list {where}: {_s3_reason(err)}") from None
 
@@ -693,12 +718,19 @@ def _capped(chunks: Iterator[Any], size: int, where: str) -> bytes:
 # --- choosing a backend ----------------------------------------------------------------------------
 
 
-def open_backend(spec: SourceConfig, paths: PathGuard, limits: CrawlLimits, max_items: int) -> Backend:
-    """The backend for a source, by its kind. Web sources get a fetcher with the crawler's limits
-    (ingest.fetch_allow, the page cap and timeout), which the backend closes; an S3 endpoint is checked
-    against ingest.fetch_allow too."""
+def open_backend(
+    spec: SourceConfig,
+    paths: PathGuard,
+    limits: CrawlLimits,
+    max_items: int,
+    checkpoint: Checkpoint = no_checkpoint,
+) -> Backend:
+    """The backend for a source, by its kind, for one scan that passes `checkpoint` before each
+    request or item. Web sources get a fetcher with the crawler's limits (ingest.fetch_allow, the page
+    cap and timeout), which the backend closes; an S3 endpoint is checked against ingest.fetch_allow
+    too."""
     if spec.kind == "folder":
-        return FolderBackend(spec.url, paths, max_items)
+        return FolderBackend(spec.url, paths, max_items, checkpoint)
     if spec.kind == "s3":
         return S3Backend(
             spec.url,
@@ -707,14 +739,15 @@ def open_backend(spec: SourceConfig, paths: PathGuard, limits: CrawlLimits, max_
             max_items=max_items,
             allow=limits.fetch_allow,
             timeout_s=limits.page_timeout_s,
+            checkpoint=checkpoint,
         )
     fetcher = fetcher_for(limits)
     try:
         if spec.kind == "http":
-            return HttpBackend(spec.url, fetcher)
+            return HttpBackend(spec.url, fetcher, checkpoint)
         if spec.kind == "sitemap":
-            return SitemapBackend(spec.url, fetcher, max_items)
-        return WebDavBackend(spec.url, fetcher, max_items)
+            return SitemapBackend(spec.url, fetcher, max_items, checkpoint)
+        return WebDavBackend(spec.url, fetcher, max_items, checkpoint=checkpoint)
     except BaseException:
         fetcher.close()
         raise

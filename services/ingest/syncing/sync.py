@@ -3,22 +3,53 @@ remove what is gone (under the delete policy).
 
 `look` is a poll's cheap half: it scans and says whether anything is to be done, writing nothing
 (the poller queues a job when it is). `run` is the job: it scans again, so a job that waited in the
-queue, or is run again after a crash, works from what the source holds now."""
+queue, or is run again after a crash, works from what the source holds now.
+
+A poll's scan ends early once its source is paused or removed; a job's once it is removed (a paused
+source may still be synced by hand)."""
 
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 
 from ragstack.config import SourceConfig
 from ragstack.domain import FileProgress, FileStage, IngestSummary, acl_groups, library_name
+from ragstack.errors import NotFound
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.sources import SourceItem, document_id_for
-from services.ingest.syncing.backends import Backend, Entry, Failed, selector
+from services.ingest.syncing.backends import Backend, Checkpoint, Entry, Failed, ScanStopped, selector
 from services.ingest.syncing.state import SourceStore
 
-Opener = Callable[[SourceConfig], Backend]
+Opener = Callable[[SourceConfig, Checkpoint], Backend]
+CHECK_EVERY_S = 0.5  # how often a scan looks whether its source is still wanted: a read of the state
+
+
+class _StillWanted:
+    """A scan's checkpoint: raises ScanStopped once its source is removed (or paused, for a poll),
+    looking at the state at most every CHECK_EVERY_S. It ends with the scan: reading the items listed
+    is the job's, and not stopped by it."""
+
+    def __init__(self, store: SourceStore, name: str, on_pause: bool) -> None:
+        self._store = store
+        self._name = name
+        self._on_pause = on_pause
+        self._looked = float("-inf")
+        self.ended = False
+
+    def __call__(self) -> None:
+        now = time.monotonic()
+        if self.ended or now - self._looked < CHECK_EVERY_S:
+            return
+        self._looked = now
+        try:
+            paused = self._store.get(self._name).paused
+        except NotFound:
+            raise ScanStopped(f"source {self._name!r} was removed during its scan") from None
+        if paused and self._on_pause:
+            raise ScanStopped(f"source {self._name!r} was paused during its scan")
 
 
 @dataclass
@@ -53,10 +84,11 @@ class SourceSync:
 
     def look(self, name: str) -> Scan:
         """Scans the source (one metadata check per unchanged item) and compares; writes nothing.
-        Raises the backend's ScanError when the source cannot be scanned."""
-        return self._scan(self._store.get(name).spec)
+        Raises the backend's ScanError when the source cannot be scanned, ScanStopped when it was
+        paused or removed meanwhile."""
+        return self._scan(self._store.get(name).spec, on_pause=True)
 
-    def _scan(self, spec: SourceConfig) -> Scan:
+    def _scan(self, spec: SourceConfig, on_pause: bool) -> Scan:
         library = self.library(spec)
         scan = Scan(library)
         groups = acl_groups(spec.groups)
@@ -65,9 +97,11 @@ class SourceSync:
         # pipeline rewrites the ACL in every store even when the bytes are the same.
         scan.held = {d.source: d.revision for d in documents if tuple(d.groups) == groups}
         failures = self._store.failures(spec.name)
-        backend = self._open(spec)
+        checkpoint = _StillWanted(self._store, spec.name, on_pause)
+        backend = self._open(spec, checkpoint)
         try:
             for found in backend.scan(scan.held, selector(tuple(spec.include), tuple(spec.exclude))):
+                checkpoint()
                 scan.seen.add(found.source)
                 earlier = failures.get(found.source)
                 revision = found.revision if isinstance(found, Entry) else ""
@@ -80,6 +114,7 @@ class SourceSync:
                 else:
                     scan.changed.append(found)
         finally:
+            checkpoint.ended = True
             backend.close()
         if spec.delete == "prune":  # only after a whole scan: one that raised prunes nothing
             scan.gone = sorted(self._store.members(spec.name) - scan.seen)
@@ -91,7 +126,9 @@ class SourceSync:
         """The sync job: progress events as an ingest's, then the summary."""
         spec = self._store.get(name).spec
         try:
-            scan = self._scan(spec)
+            scan = self._scan(spec, on_pause=False)
+        except ScanStopped:
+            raise
         except Exception as err:  # the job fails, and the source's breaker counts it as a failed poll
             self._store.poll_failed(name, str(err) or type(err).__name__)
             raise

@@ -20,7 +20,15 @@ from ragstack.errors import InvalidArgument
 from ragstack.guard.paths import PathGuard
 from services.ingest.crawler import CrawlLimits, fetcher_for
 from services.ingest.syncing import remote
-from services.ingest.syncing.backends import Entry, Failed, FolderBackend, ScanError, selector
+from services.ingest.syncing.backends import (
+    Checkpoint,
+    Entry,
+    Failed,
+    FolderBackend,
+    ScanError,
+    ScanStopped,
+    selector,
+)
 from services.ingest.syncing.remote import (
     HttpBackend,
     ReadFailed,
@@ -507,6 +515,53 @@ def test_open_backend_picks_by_kind(tmp_path: Path, web: Web) -> None:
     assert [e.revision for e in scan_all(page)] == ['"a"']
     with pytest.raises(InvalidArgument):
         open_backend(spec("webdav", "ftp://host/x"), paths, LOOPBACK, max_items=5)
+
+
+def stops_after(calls: int) -> Checkpoint:
+    """A checkpoint that lets `calls` requests or items through, then stops the scan."""
+    seen = [0]
+
+    def checkpoint() -> None:
+        seen[0] += 1
+        if seen[0] > calls:
+            raise ScanStopped("source 's' was paused during its scan")
+
+    return checkpoint
+
+
+def stopped_scan(backend: Any) -> list[str]:
+    """The names a scan yielded before it stopped; it must stop."""
+    names: list[str] = []
+    with pytest.raises(ScanStopped, match="paused during its scan"):
+        for item in backend.scan({}, EVERYTHING):
+            names.append(item.name)
+    backend.close()
+    return names
+
+
+def test_a_scan_stops_at_its_next_request_or_item(tmp_path: Path, web: Web, dav_folder: Path) -> None:
+    """A paused or removed source's scan (the checkpoint raises) ends before its next request,
+    file or listing page, and a page it stops is not taken for a failed item."""
+    web.pages["/sitemap.xml"] = Page(urlset(*(f"{web.url}/p{i}.html" for i in range(4))))
+    for i in range(4):
+        web.pages[f"/p{i}.html"] = Page(b"<p>page</p>", {"Content-Type": "text/html"})
+    sitemap = SitemapBackend(f"{web.url}/sitemap.xml", fetcher_for(LOOPBACK), 10, stops_after(2))
+    assert stopped_scan(sitemap) == ["p0.html"]  # the sitemap, one page, then no request
+    assert [path for _, path, _ in web.requests] == ["/sitemap.xml", "/p0.html"]
+
+    with webdav_server(dav_folder) as url:  # the top folder listed, its subfolders not
+        dav = WebDavBackend(dav_url(url), fetcher_for(LOOPBACK), 10, checkpoint=stops_after(1))
+        assert stopped_scan(dav) == ["readme.md"]
+
+    folder = tmp_path / "files"
+    folder.mkdir()
+    for i in range(5):
+        (folder / f"{i}.md").write_text("text")
+    paths = PathGuard([tmp_path])
+    assert stopped_scan(FolderBackend(str(folder), paths, 10, stops_after(2))) == ["0.md", "1.md"]
+
+    s3 = SourceConfig(name="s", kind="s3", url="s3://bucket/docs", endpoint="http://127.0.0.1:9")
+    assert stopped_scan(open_backend(s3, paths, LOOPBACK, 5, stops_after(0))) == []  # no listing call
 
 
 def test_fetcher_sends_only_what_it_allows(web: Web) -> None:

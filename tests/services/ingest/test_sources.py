@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from prometheus_client import REGISTRY
 
 from ragstack.config import SourceConfig, StateConfig
 from ragstack.domain import FileStage, IngestSummary
@@ -22,7 +23,8 @@ from services.ingest import jobs as job_store
 from services.ingest.jobs import JobStore
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.syncing import state as source_state
-from services.ingest.syncing.backends import Backend, FolderBackend
+from services.ingest.syncing import sync
+from services.ingest.syncing.backends import Backend, Checkpoint, FolderBackend, ScanStopped
 from services.ingest.syncing.poller import SourcePoller
 from services.ingest.syncing.state import CLOSED, HALF_OPEN, OPEN, Retries, SourceStore
 from services.ingest.syncing.sync import SourceSync
@@ -38,14 +40,16 @@ class Clock:
 
 
 class Reads:
-    """The folder backend, counting the files it reads."""
+    """The folder backend, counting the files it reads; `listed` is called with each item it lists."""
 
-    def __init__(self, inner: Backend) -> None:
+    def __init__(self, inner: Backend, listed: Callable[[str], None]) -> None:
         self.inner = inner
         self.count = 0
+        self.listed = listed
 
     def scan(self, known, wanted):  # type: ignore[no-untyped-def]
         for entry in self.inner.scan(known, wanted):
+            self.listed(entry.name)
             if hasattr(entry, "read"):
                 read = entry.read
 
@@ -82,12 +86,13 @@ class World:
         )
         self.paths = PathGuard([tmp])
         self.backends: list[Reads] = []
+        self.listed: Callable[[str], None] = lambda name: None
         self.sync = SourceSync(self.store, self.pipeline, self._open, "default")
         self.jobs = JobStore(state_tools.store(state, tmp, job_store))
         self.poller = SourcePoller(self.store, self.sync, self.jobs, lambda: None, watch=False)
 
-    def _open(self, spec: SourceConfig) -> Backend:
-        backend = Reads(FolderBackend(spec.url, self.paths, max_items=1000))
+    def _open(self, spec: SourceConfig, checkpoint: Checkpoint) -> Backend:
+        backend = Reads(FolderBackend(spec.url, self.paths, 1000, checkpoint), lambda n: self.listed(n))
         self.backends.append(backend)
         return backend
 
@@ -256,6 +261,49 @@ def test_a_job_whose_scan_fails_counts_against_the_breaker(world: World) -> None
     with pytest.raises(Exception, match="does not exist"):
         world.sync_now()
     assert world.store.get("notes").failures == 1
+
+
+def test_a_poll_stops_when_its_source_is_paused_or_removed_meanwhile(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scan ends at its next item, queues nothing and counts for nothing; a paused source can
+    still be synced by hand, whole; a job's scan stops only for a removal."""
+    monkeypatch.setattr(sync, "CHECK_EVERY_S", 0.0)  # the state is looked at before every item
+    for i in range(6):
+        world.write(f"{i}.md", f"# Note {i}\n\nThe tide table for week {i} is pinned by the door.")
+    world.add()
+    listed: list[str] = []
+
+    def pause_at_the_second(name: str) -> None:
+        listed.append(name)
+        if len(listed) == 2:
+            world.store.set_paused("notes", True)
+
+    def stopped() -> float:
+        labels = {"source": "notes", "outcome": "stopped"}
+        return REGISTRY.get_sample_value("ragstack_source_polls_total", labels) or 0.0
+
+    before = stopped()
+    world.listed = pause_at_the_second
+    assert world.poller.poll("notes") == ""  # no job
+    assert listed == ["0.md", "1.md"]  # and no item listed after the pause
+    state = world.store.get("notes")
+    assert (state.breaker, state.failures, state.last_error) == (CLOSED, 0, "")
+    assert world.jobs.active("notes") is None and stopped() == before + 1
+
+    listed.clear()
+    world.listed = listed.append
+    _, summary = world.sync_now()  # by hand: the pause holds back polls, not this
+    assert summary.indexed == 6 and len(listed) == 6
+
+    world.store.set_paused("notes", False)
+    world.write("6.md", "# Note 6\n\nThe harbour closes at dusk.")
+    world.listed = lambda name: world.store.remove("notes")
+    assert world.poller.poll("notes") == "" and stopped() == before + 2
+
+    world.add()
+    with pytest.raises(ScanStopped, match="'notes' was removed during its scan"):
+        world.sync_now()
 
 
 def test_one_job_at_a_time_per_source(world: World) -> None:
