@@ -96,6 +96,18 @@ async def accessible(page: Any, view: str) -> None:
     assert problems == [], f"{view}: " + "\n".join(problems)
 
 
+async def indexed(stage: Any) -> None:
+    """Waits for an upload's stage to read "indexed"; a timeout says what it read instead (one
+    such wait timed out in a full run, with nothing to say why)."""
+    from playwright.async_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        await stage.filter(has_text="indexed").wait_for(timeout=90_000)
+    except PlaywrightTimeout:
+        shown = await stage.all_inner_texts()
+        raise AssertionError(f"not indexed within 90 s; the upload's stage reads {shown}") from None
+
+
 async def sign_in(page: Any, url: str, key: str = ADMIN_KEY, path: str = "/ui/") -> None:
     await page.goto(url + path)
     await page.locator("#login-key").fill(key)
@@ -315,7 +327,7 @@ async def test_libraries_upload_by_input_and_drop_delete_graph_and_admin_attach(
         ]
     )
     row = page.locator("[data-testid=upload][data-name='okapi.md']")
-    await row.locator("[data-testid=upload-stage]").filter(has_text="indexed").wait_for(timeout=60_000)
+    await indexed(row.locator("[data-testid=upload-stage]"))
     await page.locator("[data-testid=document-row][data-source='upload://ui-uploads/okapi.md']").wait_for()
 
     await page.evaluate(
@@ -328,7 +340,7 @@ async def test_libraries_upload_by_input_and_drop_delete_graph_and_admin_attach(
         }"""
     )
     dropped = page.locator("[data-testid=upload][data-name='quokka.md'] [data-testid=upload-stage]")
-    await dropped.filter(has_text="indexed").wait_for(timeout=60_000)
+    await indexed(dropped)
     quokka = page.locator("[data-testid=document-row][data-source='upload://ui-uploads/quokka.md']")
     await quokka.wait_for()
     assert "1" in await quokka.locator("td").nth(3).inner_text()  # its chunks
@@ -344,7 +356,7 @@ async def test_libraries_upload_by_input_and_drop_delete_graph_and_admin_attach(
         by_url = page.locator(
             f"[data-testid=upload][data-name='{base}/capybara.html'] [data-testid=upload-stage]"
         )
-        await by_url.filter(has_text="indexed").wait_for(timeout=60_000)
+        await indexed(by_url)
         await page.locator(f"[data-testid=document-row][data-source^='{base}/capybara.html']").wait_for()
     await accessible(page, "libraries")
     await shot(page, "libraries")
@@ -445,7 +457,7 @@ async def test_a_markdown_image_in_a_document_loads_nothing(ui_stack: Stack, pag
             [{"name": "harbour.md", "mimeType": "text/markdown", "buffer": document.encode()}]
         )
         stage = page.locator("[data-testid=upload][data-name='harbour.md'] [data-testid=upload-stage]")
-        await stage.filter(has_text="indexed").wait_for(timeout=60_000)
+        await indexed(stage)
 
         await page.goto(ui_stack.gateway_url + "/ui/#/ask")
         await page.locator("#ask-library option[value=leaky]").wait_for(state="attached")
