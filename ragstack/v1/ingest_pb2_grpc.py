@@ -342,7 +342,9 @@ class IngestServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def PauseSource(self, request, context):
-        """Stops polling a source (its documents stay); a job already queued still runs. Errors: NOT_FOUND.
+        """Stops polling a source (its documents stay): a poll under way stops at its next request, and
+        the sync job a poll queued is cancelled, queued or running; a sync asked for by hand (an
+        IngestRequest naming the source) still runs. Errors: NOT_FOUND.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

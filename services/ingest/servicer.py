@@ -33,7 +33,7 @@ from services.ingest.sources import (
     resolved,
     upload_items,
 )
-from services.ingest.syncing.poller import forget
+from services.ingest.syncing.poller import forget, poll_principal
 from services.ingest.syncing.registry import Sources
 from services.ingest.tuning import DEFAULT_PAIRS, Tuned, Tuner, check_settings
 
@@ -559,9 +559,14 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         self, request: ingest_pb2.PauseSourceRequest, context: grpc.aio.ServicerContext
     ) -> ingest_pb2.PauseSourceResponse:
         sources = self._registry_of_sources()
-        return ingest_pb2.PauseSourceResponse(
-            source=self._source_pb(sources, sources.store.set_paused(request.name, True))
-        )
+        state = sources.store.set_paused(request.name, True)
+        # The sync a poll queued is stopped too (a poll under way stops by itself); one asked for by
+        # hand goes on.
+        active = self._queue().active(request.name)
+        job = self._queue().get(active) if active is not None else None
+        if job is not None and job.principal == poll_principal(request.name):
+            await self._cancel(job.job_id)
+        return ingest_pb2.PauseSourceResponse(source=self._source_pb(sources, state))
 
     async def ResumeSource(
         self, request: ingest_pb2.ResumeSourceRequest, context: grpc.aio.ServicerContext

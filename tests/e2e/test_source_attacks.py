@@ -1697,6 +1697,41 @@ async def test_removing_a_source_while_its_job_runs(world: World) -> None:
     assert not await names(w, "bulk")
 
 
+async def test_pausing_a_source_cancels_the_sync_its_poll_queued(world: World) -> None:
+    """Paused while the job its poll queued runs: the job is cancelled and the rest waits for the
+    resume; a sync asked for by hand runs whole, paused or not."""
+    w = world
+    folder = w.inbox / "paused-bulk"
+    folder.mkdir()
+    for n in range(60):
+        words = " ".join(f"term{n}y{k}" for k in range(300))
+        (folder / f"doc{n:03}.md").write_text(f"# Doc {n}\n\n{words}\n")
+    r = await add(w, name="pbulk", kind="folder", url=str(folder), library="pbulk")
+    assert r.status_code == 201, r.text
+
+    async def running() -> str:
+        s = await state(w, "pbulk")
+        if s["last_job_id"] and (await job(w, s["last_job_id"]))["state"] in ("queued", "running"):
+            return str(s["last_job_id"])
+        return ""
+
+    job_id = await until(running, 20, every=0.05)
+    r = await w.http.post("/v1/sources/pbulk/pause", headers=H["admin"])
+    assert r.status_code == 200 and r.json()["paused"] is True, r.text
+    assert (await job(w, job_id))["state"] == "cancelled"
+    partial = len(await names(w, "pbulk"))
+    assert partial < 60
+    await asyncio.sleep(1.5)
+    assert len(await names(w, "pbulk")) == partial  # nothing more while paused
+
+    r = await w.http.post("/v1/sources/pbulk/sync", headers=H["admin"])
+    assert r.status_code == 202, r.text
+    by_hand = r.json()["job_id"]
+    await until(lambda: _job_ended(w, by_hand), 120)
+    assert (await job(w, by_hand))["state"] == "done"
+    assert len(await names(w, "pbulk")) == 60
+
+
 async def test_pausing_during_a_poll(world: World) -> None:
     w = world
     r = await add(w, name="slowpoll", kind="http", url=w.out.url("/slowpoll/page"), interval_s=1)

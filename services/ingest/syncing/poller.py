@@ -169,7 +169,7 @@ class SourcePoller:
             job = self._jobs.submit(
                 scan.library,
                 convert.source_job_request(name),
-                f"source:{name}",
+                poll_principal(name),
                 auth.LOCAL.to_header(),
                 source=name,
             )
@@ -185,6 +185,11 @@ class SourcePoller:
             publish(self._store, self._store.get(name))
         except NotFound:  # removed meanwhile
             forget(name)
+
+
+def poll_principal(name: str) -> str:
+    """Who the sync jobs a poll queues are submitted as: pausing the source cancels them."""
+    return f"source:{name}"
 
 
 def forget(name: str) -> None:
