@@ -81,6 +81,7 @@ serve: install  ## run all four services and the gateway on loopback
 EVAL_DIR ?= .ragstack/eval
 IN       = RAGSTACK__DATA_DIR=$(EVAL_DIR)/$(1)
 FB       = RAGSTACK__RETRIEVE__FEEDBACK_
+PX       = RAGSTACK__RETRIEVE__PROXIMITY_WEIGHT
 TUNE     = RAGSTACK__MODELS__TOOL_ENV=.venv-export RAGSTACK__MODELS__TUNED_DIR=$(EVAL_DIR)/tuned-models
 
 eval: install  ## every quality figure in the README, in its order (about two hours on 2 cores)
@@ -100,12 +101,13 @@ eval: install  ## every quality figure in the README, in its order (about two ho
 		$(BIN)/ragstack eval retrieval $(DATA)/hotpotqa_dev200 --split dev --mode hybrid --json
 	@$(call IN,hotpotqa) RAGSTACK__RETRIEVE__GRAPH_WEIGHT=0.1 \
 		$(BIN)/ragstack eval retrieval $(DATA)/hotpotqa_dev200 --split dev --mode hybrid --json
-	@# Pseudo-relevance feedback (off): tuned on SciFact half a and MuSiQue, reported on half b and HotpotQA.
+	@# Pseudo-relevance feedback and term proximity (off): tuned on SciFact half a and MuSiQue, reported
+	@# on half b and HotpotQA.
 	@for set in "scifact train --half a" "scifact train --half b" "musique_train100 train" "hotpotqa_dev200 dev"; do \
 		set -- $$set; in="RAGSTACK__DATA_DIR=$(EVAL_DIR)/$${1%%_*}"; data=$(DATA)/$$1 split=$$2; shift 2; \
-		for fb in "" "$(FB)DOCUMENTS=3" "$(FB)DOCUMENTS=1 $(FB)LEXICAL_WEIGHT=0 $(FB)DENSE_WEIGHT=0.2"; do \
+		for fb in "" "$(FB)DOCUMENTS=3" "$(FB)DOCUMENTS=1 $(FB)LEXICAL_WEIGHT=0 $(FB)DENSE_WEIGHT=0.2" "$(PX)=0.1"; do \
 			env $$in $$fb $(BIN)/ragstack eval retrieval $$data --split $$split "$$@" --mode hybrid --json; done; \
-		for fb in "" "$(FB)DOCUMENTS=3 $(FB)LEXICAL_WEIGHT=0.3"; do \
+		for fb in "" "$(FB)DOCUMENTS=3 $(FB)LEXICAL_WEIGHT=0.3" "$(PX)=0.1"; do \
 			env $$in $$fb $(BIN)/ragstack eval retrieval $$data --split $$split "$$@" --mode lexical --json; done; done
 	@# A library's own embedder (heading pairs chosen on SciFact train: in-sample; HotpotQA reports):
 	@# each set measured with the configured embedder, then tuned, then measured again.

@@ -457,6 +457,16 @@ class RetrieveConfig(_Strict):
         le=10,
         description="Lexical: weight of heading-path (and title) matches; text is 1.",
     )
+    proximity_weight: float = Field(
+        policy.PROXIMITY_WEIGHT,
+        ge=0,
+        le=10,
+        description="Lexical: weight of term proximity, each pair of neighbouring query words found "
+        "near each other in order (0: off).",
+    )
+    proximity_slop: int = Field(
+        policy.PROXIMITY_SLOP, ge=0, le=50, description="Lexical: words allowed between such a pair."
+    )
     max_score_texts: int = Field(512, ge=1, description="Most texts one Score request may carry.")
     graph_weight: float = Field(
         0.0,

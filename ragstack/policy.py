@@ -19,6 +19,8 @@ from typing import Final
 HEADING_BOOST = 0.5  # lexical weight of the heading path (which starts with the title); text is 1
 FUSION: Final = "score"  # min-max normalised score fusion over reciprocal rank fusion
 DENSE_WEIGHT = 0.5  # score fusion's weight of dense; lexical gets the rest
+PROXIMITY_WEIGHT = 0.0  # lexical: neighbouring query words found near each other; off (no gain out of sample)
+PROXIMITY_SLOP = 4  # words allowed between them
 
 # --- Evidence grading (agent) --------------------------------------------------------------------
 # By hand: dense similarity and question-word coverage weigh alike; the grade's bounds.

@@ -84,6 +84,8 @@ async def evaluate(
                 "fusion",
                 "dense_weight",
                 "heading_boost",
+                "proximity_weight",
+                "proximity_slop",
                 "page_search",
                 "graph_weight",
                 "feedback_documents",

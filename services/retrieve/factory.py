@@ -51,7 +51,11 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
             min(cfg.storage.snapshot_poll_s, staleness),  # the bound wins over a slower poll
         )
     lexical = LexicalStore(
-        cfg.data_dir / "tantivy" / "chunks", heading_boost=cfg.retrieve.heading_boost, snapshots=snapshots
+        cfg.data_dir / "tantivy" / "chunks",
+        heading_boost=cfg.retrieve.heading_boost,
+        snapshots=snapshots,
+        proximity=cfg.retrieve.proximity_weight,
+        proximity_slop=cfg.retrieve.proximity_slop,
     )
     graph = GraphStore(lancedb_at, embedder.dimension, storage_options=options, max_staleness_s=staleness)
     freshness = Freshness([vectors.refresh, graph.refresh, lambda: {"lexical": lexical.refresh()}], staleness)
