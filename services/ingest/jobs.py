@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ragstack.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
+from ragstack.errors import Cancelled, FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
 from ragstack.state import Migration, StateDB
 from ragstack.state.migrations import ensure_column, split_statements
 
@@ -81,8 +81,9 @@ MIGRATIONS = (Migration(1, "ingest jobs with leases, retries and a dead-letter s
 
 def retryable(err: BaseException) -> bool:
     """Whether a job that failed with `err` may succeed when run again: a bad request (refused
-    argument, permission, missing thing, unmet precondition) fails the same way every time."""
-    return not isinstance(err, InvalidArgument | PermissionDenied | NotFound | FailedPrecondition)
+    argument, permission, missing thing, unmet precondition) fails the same way every time, and
+    work stopped on purpose (a source removed during its sync) is not to be done again."""
+    return not isinstance(err, InvalidArgument | PermissionDenied | NotFound | FailedPrecondition | Cancelled)
 
 
 @dataclass(frozen=True)
@@ -145,10 +146,13 @@ class JobStore:
         assert job is not None
         return job
 
-    def active(self, source: str) -> str | None:
-        """The id of a queued or running job that syncs `source`, if there is one."""
+    def active(self, source: str, principal: str | None = None) -> str | None:
+        """The id of a queued or running job that syncs `source` (submitted by `principal`, when
+        given), if there is one."""
+        by = " AND principal = ?" if principal is not None else ""
         row = self._db.one(
-            "SELECT job_id FROM jobs WHERE source = ? AND state IN (?, ?) LIMIT 1", (source, QUEUED, RUNNING)
+            f"SELECT job_id FROM jobs WHERE source = ?{by} AND state IN (?, ?) LIMIT 1",
+            (source, *((principal,) if principal is not None else ()), QUEUED, RUNNING),
         )
         return str(row[0]) if row else None
 

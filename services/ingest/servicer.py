@@ -124,8 +124,14 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         self._source_request(request)
         async with self._writer():
             token = object()
-            events = sources.sync.run(request.source, auth.current().acl, token)
-            async for event in _read_ahead(events, lambda: self._pipeline.interrupt(token)):
+            cancelled = threading.Event()  # a cancelled sync stops listing the source at once
+
+            def interrupt() -> None:
+                cancelled.set()
+                self._pipeline.interrupt(token)
+
+            events = sources.sync.run(request.source, auth.current().acl, token, cancelled)
+            async for event in _read_ahead(events, interrupt):
                 yield _event_pb(event)
 
     def _source_request(self, request: ingest_pb2.IngestRequest) -> str:
@@ -231,14 +237,15 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         cancelled = await self._cancel(job.job_id)
         return ingest_pb2.CancelIngestJobResponse(job=_job_pb(jobs.get(job.job_id) or cancelled))
 
-    async def _cancel(self, job_id: str) -> Job:
-        """Cancels a job; a running one is stopped and waited for."""
+    async def _cancel(self, job_id: str, wait: bool = True) -> Job:
+        """Cancels a job; a running one is stopped, and waited for unless not `wait`."""
         cancelled = self._queue().cancel(job_id)
         assert cancelled is not None
         running = self._running
         if running is not None and running[0] == job_id:
             running[1].cancel()  # the parse in flight stops; the batch being written ends first
-            await asyncio.wait([running[1]])
+            if wait:
+                await asyncio.wait([running[1]])
         return cancelled
 
     def _queue(self) -> JobStore:
@@ -560,12 +567,12 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
     ) -> ingest_pb2.PauseSourceResponse:
         sources = self._registry_of_sources()
         state = sources.store.set_paused(request.name, True)
-        # The sync a poll queued is stopped too (a poll under way stops by itself); one asked for by
-        # hand goes on.
-        active = self._queue().active(request.name)
-        job = self._queue().get(active) if active is not None else None
-        if job is not None and job.principal == poll_principal(request.name):
-            await self._cancel(job.job_id)
+        # The sync a poll queued is stopped too, not waited for (a poll under way stops by itself,
+        # and one ending now cancels the job it queues: SourcePoller.poll); one asked for by hand
+        # goes on.
+        polled = self._queue().active(request.name, poll_principal(request.name))
+        if polled is not None:
+            await self._cancel(polled, wait=False)
         return ingest_pb2.PauseSourceResponse(source=self._source_pb(sources, state))
 
     async def ResumeSource(

@@ -304,6 +304,20 @@ def _outside_routes(w: World) -> None:  # noqa: C901 - one route table
 
     out.on("/davslow/*", dav_slow)
 
+    def dav_tree(req: Request) -> Reply:  # 127 folders with a note each, a folder every 100 ms
+        if req.method != "PROPFIND":
+            return Reply(
+                body=f"# Note\n\nFiled at {req.path}.\n".encode(), headers={"content-type": "text/markdown"}
+            )
+        time.sleep(0.1)
+        path = req.path if req.path.endswith("/") else req.path + "/"
+        entries = [(path, True), (path + "note.md", False)]
+        if path.count("/") < 8:  # "/davtree/" and six levels below it
+            entries += [(path + "a/", True), (path + "b/", True)]
+        return Reply(207, {"content-type": "application/xml"}, multistatus(entries))
+
+    out.on("/davtree/*", dav_tree)
+
     # slow and endless bodies
     out.on("/slow/drip", lambda req: Reply(body=drip()))
     header_drip: list[bytes | float] = [b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nX-Slow: "]
@@ -1697,39 +1711,33 @@ async def test_removing_a_source_while_its_job_runs(world: World) -> None:
     assert not await names(w, "bulk")
 
 
-async def test_pausing_a_source_cancels_the_sync_its_poll_queued(world: World) -> None:
-    """Paused while the job its poll queued runs: the job is cancelled and the rest waits for the
-    resume; a sync asked for by hand runs whole, paused or not."""
+async def test_pausing_a_source_stops_the_sync_its_poll_queued(world: World) -> None:
+    """A WebDAV tree that takes seconds to list: paused while the job its poll queued lists it
+    again, the job is cancelled and stops at its next request (the pause does not wait for it),
+    nothing is ingested; a sync asked for by hand then runs whole, paused or not."""
     w = world
-    folder = w.inbox / "paused-bulk"
-    folder.mkdir()
-    for n in range(60):
-        words = " ".join(f"term{n}y{k}" for k in range(300))
-        (folder / f"doc{n:03}.md").write_text(f"# Doc {n}\n\n{words}\n")
-    r = await add(w, name="pbulk", kind="folder", url=str(folder), library="pbulk")
+    r = await add(w, name="davtree", kind="webdav", url=w.out.url("/davtree/"), library="davtree")
     assert r.status_code == 201, r.text
 
-    async def running() -> str:
-        s = await state(w, "pbulk")
-        if s["last_job_id"] and (await job(w, s["last_job_id"]))["state"] in ("queued", "running"):
+    async def listing() -> str:  # the poll's job is running, and listing
+        s = await state(w, "davtree")
+        if s["last_job_id"] and (await job(w, s["last_job_id"]))["state"] == "running":
             return str(s["last_job_id"])
         return ""
 
-    job_id = await until(running, 20, every=0.05)
-    r = await w.http.post("/v1/sources/pbulk/pause", headers=H["admin"])
+    job_id = await until(listing, 60, every=0.05)
+    r = await w.http.post("/v1/sources/davtree/pause", headers=H["admin"])
     assert r.status_code == 200 and r.json()["paused"] is True, r.text
     assert (await job(w, job_id))["state"] == "cancelled"
-    partial = len(await names(w, "pbulk"))
-    assert partial < 60
-    await asyncio.sleep(1.5)
-    assert len(await names(w, "pbulk")) == partial  # nothing more while paused
+    await stops_once_paused(w, "davtree", "/davtree/")  # a whole listing takes 12.7 s
+    assert not await names(w, "davtree")
 
-    r = await w.http.post("/v1/sources/pbulk/sync", headers=H["admin"])
+    r = await w.http.post("/v1/sources/davtree/sync", headers=H["admin"])
     assert r.status_code == 202, r.text
     by_hand = r.json()["job_id"]
     await until(lambda: _job_ended(w, by_hand), 120)
     assert (await job(w, by_hand))["state"] == "done"
-    assert len(await names(w, "pbulk")) == 60
+    assert len(await documents(w, "davtree")) == 127
 
 
 async def test_pausing_during_a_poll(world: World) -> None:

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
-from ragstack.errors import RagstackError, Unavailable
+from ragstack.errors import Cancelled, RagstackError, Unavailable
 from ragstack.guard.paths import SETTING, PathGuard
 
 
@@ -57,9 +57,9 @@ class ScanError(RagstackError):
     """The source could not be scanned at all. The message is safe to show (no credentials)."""
 
 
-class ScanStopped(RagstackError):
-    """The scan was ended early: its source was paused or removed while it was listed. No failure:
-    the breaker does not count it."""
+class ScanStopped(Cancelled):
+    """The scan was ended early: its source was paused or removed, or its sync cancelled, while it
+    was listed. No failure of the source: the breaker does not count it."""
 
 
 # Called by a backend before each request or item of a scan; raises ScanStopped to end it.

@@ -156,8 +156,7 @@ class SourcePoller:
             scan = self._sync.look(name)
         except ScanStopped as stopped:
             log.info("%s", stopped)
-            POLLS.labels(name, "stopped").inc()
-            return ""
+            return self._stopped(name)
         except Exception as err:  # the source is down, refused, misconfigured: its breaker counts it
             log.warning("polling source %s failed: %s", name, err)
             self._store.poll_failed(name, str(err) or type(err).__name__)
@@ -173,12 +172,29 @@ class SourcePoller:
                 auth.LOCAL.to_header(),
                 source=name,
             )
+            # A pause or removal since the scan's last look: PauseSource may have looked for this
+            # job before it was queued, and whichever of the two looks second sees the other.
+            if not self._still_wanted(name):
+                self._jobs.cancel(job.job_id)
+                return self._stopped(name)
             job_id = job.job_id
             self._wake_worker()
         POLLS.labels(name, "changed" if job_id else "unchanged").inc()
         self._store.poll_succeeded(name, job_id)
         self._publish(name)
         return job_id
+
+    def _still_wanted(self, name: str) -> bool:
+        try:
+            return not self._store.get(name).paused
+        except NotFound:
+            return False
+
+    def _stopped(self, name: str) -> str:
+        """A poll whose source was paused or removed meanwhile: counted, no failure, no job."""
+        POLLS.labels(name, "stopped").inc()
+        self._publish(name)
+        return ""
 
     def _publish(self, name: str) -> None:
         try:

@@ -11,6 +11,8 @@ source may still be synced by hand)."""
 from __future__ import annotations
 
 import contextlib
+import logging
+import threading
 import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
@@ -23,31 +25,44 @@ from services.ingest.sources import SourceItem, document_id_for
 from services.ingest.syncing.backends import Backend, Checkpoint, Entry, Failed, ScanStopped, selector
 from services.ingest.syncing.state import SourceStore
 
+log = logging.getLogger(__name__)
+
 Opener = Callable[[SourceConfig, Checkpoint], Backend]
 CHECK_EVERY_S = 0.5  # how often a scan looks whether its source is still wanted: a read of the state
 
 
 class _StillWanted:
     """A scan's checkpoint: raises ScanStopped once its source is removed (or paused, for a poll),
-    looking at the state at most every CHECK_EVERY_S. It ends with the scan: reading the items listed
-    is the job's, and not stopped by it."""
+    looking at the state at most every CHECK_EVERY_S, or at once when `cancelled` is set (its sync
+    job was cancelled). It ends with the scan: reading the items listed is the job's, and not
+    stopped by it. A state it cannot read stops nothing: that is no failure of the source."""
 
-    def __init__(self, store: SourceStore, name: str, on_pause: bool) -> None:
+    def __init__(
+        self, store: SourceStore, name: str, on_pause: bool, cancelled: threading.Event | None = None
+    ) -> None:
         self._store = store
         self._name = name
         self._on_pause = on_pause
+        self._cancelled = cancelled
         self._looked = float("-inf")
         self.ended = False
 
     def __call__(self) -> None:
+        if self.ended:
+            return
+        if self._cancelled is not None and self._cancelled.is_set():
+            raise ScanStopped(f"the sync of source {self._name!r} was cancelled during its scan")
         now = time.monotonic()
-        if self.ended or now - self._looked < CHECK_EVERY_S:
+        if now - self._looked < CHECK_EVERY_S:
             return
         self._looked = now
         try:
             paused = self._store.get(self._name).paused
         except NotFound:
             raise ScanStopped(f"source {self._name!r} was removed during its scan") from None
+        except Exception as err:  # the state out of reach a moment: the scan goes on
+            log.warning("could not look whether source %s is still wanted: %s", self._name, err)
+            return
         if paused and self._on_pause:
             raise ScanStopped(f"source {self._name!r} was paused during its scan")
 
@@ -88,7 +103,7 @@ class SourceSync:
         paused or removed meanwhile."""
         return self._scan(self._store.get(name).spec, on_pause=True)
 
-    def _scan(self, spec: SourceConfig, on_pause: bool) -> Scan:
+    def _scan(self, spec: SourceConfig, on_pause: bool, cancelled: threading.Event | None = None) -> Scan:
         library = self.library(spec)
         scan = Scan(library)
         groups = acl_groups(spec.groups)
@@ -97,7 +112,7 @@ class SourceSync:
         # pipeline rewrites the ACL in every store even when the bytes are the same.
         scan.held = {d.source: d.revision for d in documents if tuple(d.groups) == groups}
         failures = self._store.failures(spec.name)
-        checkpoint = _StillWanted(self._store, spec.name, on_pause)
+        checkpoint = _StillWanted(self._store, spec.name, on_pause, cancelled)
         backend = self._open(spec, checkpoint)
         try:
             for found in backend.scan(scan.held, selector(tuple(spec.include), tuple(spec.exclude))):
@@ -121,12 +136,17 @@ class SourceSync:
         return scan
 
     def run(
-        self, name: str, caller: tuple[str, ...] | None = None, token: object = None
+        self,
+        name: str,
+        caller: tuple[str, ...] | None = None,
+        token: object = None,
+        cancelled: threading.Event | None = None,
     ) -> Generator[FileProgress | IngestSummary, None, None]:
-        """The sync job: progress events as an ingest's, then the summary."""
+        """The sync job: progress events as an ingest's, then the summary. Its listing stops at
+        its next request once `cancelled` is set."""
         spec = self._store.get(name).spec
         try:
-            scan = self._scan(spec, on_pause=False)
+            scan = self._scan(spec, on_pause=False, cancelled=cancelled)
         except ScanStopped:
             raise
         except Exception as err:  # the job fails, and the source's breaker counts it as a failed poll

@@ -25,7 +25,7 @@ from services.ingest.pipeline import IngestPipeline
 from services.ingest.syncing import state as source_state
 from services.ingest.syncing import sync
 from services.ingest.syncing.backends import Backend, Checkpoint, FolderBackend, ScanStopped
-from services.ingest.syncing.poller import SourcePoller
+from services.ingest.syncing.poller import SourcePoller, poll_principal
 from services.ingest.syncing.state import CLOSED, HALF_OPEN, OPEN, Retries, SourceStore
 from services.ingest.syncing.sync import SourceSync
 from tests.tools import state as state_tools
@@ -304,6 +304,27 @@ def test_a_poll_stops_when_its_source_is_paused_or_removed_meanwhile(
     world.add()
     with pytest.raises(ScanStopped, match="'notes' was removed during its scan"):
         world.sync_now()
+
+
+def test_a_pause_after_the_scans_last_look_cancels_the_job_its_poll_queues(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PauseSource may look for the poll's job before it is queued: the poll looks again after
+    queuing it. A pause cancels only a poll's job, never one asked for by hand."""
+    monkeypatch.setattr(sync, "CHECK_EVERY_S", 3600.0)  # the scan looks once, at its first item
+    for i in range(3):
+        world.write(f"{i}.md", f"# Note {i}\n\nThe ferry timetable for pier {i}.")
+    world.add()
+    world.listed = lambda name: world.store.set_paused("notes", True) if name == "2.md" else None
+    assert world.poller.poll("notes") == ""
+    [queued] = world.jobs.list()
+    assert queued.state == job_store.CANCELLED and queued.principal == poll_principal("notes")
+    assert world.jobs.active("notes") is None
+
+    by_hand = world.jobs.submit("lib", b"", "alice", source="notes")
+    polled = world.jobs.submit("lib", b"", poll_principal("notes"), source="notes")
+    assert world.jobs.active("notes", poll_principal("notes")) == polled.job_id
+    assert world.jobs.active("notes", "alice") == by_hand.job_id
 
 
 def test_one_job_at_a_time_per_source(world: World) -> None:
