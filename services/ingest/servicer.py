@@ -23,7 +23,7 @@ from ragstack.tuning.tune import TuneSettings, TuneStep
 from ragstack.v1 import ingest_pb2, ingest_pb2_grpc
 from services.ingest.ahead import Ahead
 from services.ingest.crawler import CrawlLimits, crawl, fetcher_for
-from services.ingest.jobs import Job, JobStore, retryable
+from services.ingest.jobs import CANCELLED, Job, JobStore, retryable
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.sources import (
     Rejected,
@@ -320,6 +320,11 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
                 return
 
     async def _run_job(self, jobs: JobStore, job_id: str, raw: bytes, caller: str) -> None:
+        # A cancel that came between the claim and `_running` found no task to stop: it is in the
+        # state. (`_running` is set before this runs, so a later cancel finds the task.)
+        claimed = jobs.get(job_id)
+        if claimed is None or claimed.state == CANCELLED:
+            return
         request = ingest_pb2.IngestRequest.FromString(raw)
         done = 0
         # The job runs as its submitter: the same ACL checks as the Ingest call would have made.

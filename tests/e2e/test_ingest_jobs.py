@@ -106,3 +106,30 @@ async def test_a_job_is_cancelled_queued_or_running(tmp_path: Path, resources: R
         assert err.value.code == "NOT_FOUND"
     finally:
         await stack.stop()
+
+
+async def test_a_cancel_between_the_claim_and_the_start_is_kept(
+    tmp_path: Path, resources: Resources, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CancelIngestJob landing after a worker claimed the job but before it started it (no task to
+    stop yet): the job never runs, and the queue goes on."""
+    cfg = make_config(tmp_path / "data", ingest={"graph": False})
+    claim, cancelled = JobStore.claim, []
+
+    def claim_then_cancel(self: JobStore) -> tuple[jobs.Job, bytes, str] | None:
+        claimed = claim(self)
+        if claimed is not None and not cancelled:
+            cancelled.append(self.cancel(claimed[0].job_id))  # as the RPC would, in that window
+        return claimed
+
+    monkeypatch.setattr(JobStore, "claim", claim_then_cancel)
+    stack = await start_with(cfg, resources, services=("ingest",), gateway=False)
+    client = IngestClient(open_channel(stack.peers["ingest"]), 60)
+    try:
+        first = await client.submit(paths=[str(SAMPLES / "bm25.md")])
+        assert await _until_done(client, first.job_id) == "cancelled"
+        second = await client.submit(paths=[str(SAMPLES / "chunking.md")])
+        assert await _until_done(client, second.job_id) == "done"
+        assert [d.source for d in await client.list_documents()] == [str(SAMPLES / "chunking.md")]
+    finally:
+        await stack.stop()
