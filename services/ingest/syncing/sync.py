@@ -171,7 +171,7 @@ class SourceSync:
                 removals=removals,
             )
             with contextlib.closing(events):
-                yield from self._follow(name, scan, revisions, events, summary)
+                yield from self._follow(name, scan, revisions, events, summary, cancelled)
         for failed in scan.failed:  # items the scan could not look at
             summary.files += 1
             summary.failed += 1
@@ -193,15 +193,18 @@ class SourceSync:
         revisions: dict[str, str],
         events: Iterator[FileProgress | IngestSummary],
         summary: IngestSummary,
+        cancelled: threading.Event | None,
     ) -> Iterator[FileProgress]:
-        """Passes the pipeline's events on, recording each item's outcome as it comes."""
+        """Passes the pipeline's events on, recording each item's outcome as it comes. Once the
+        sync is cancelled, a failure is the cancel's doing (a parse stopped): not the item's."""
         settled: dict[str, str] = {}  # document id -> revision, found unchanged by their bytes
         for event in events:
             if isinstance(event, IngestSummary):
                 _merge(summary, event)
                 continue
             if event.stage is FileStage.FAILED:
-                self._store.item_failed(name, event.source, revisions.get(event.source, ""), event.reason)
+                if cancelled is None or not cancelled.is_set():
+                    self._store.item_failed(name, event.source, revisions.get(event.source, ""), event.reason)
             elif event.stage in (FileStage.INDEXED, FileStage.UNCHANGED):
                 self._store.items_ok(name, [event.source])
                 if event.stage is FileStage.UNCHANGED and event.source in revisions:

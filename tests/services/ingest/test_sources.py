@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from ragstack.config import SourceConfig, StateConfig
-from ragstack.domain import FileStage, IngestSummary
+from ragstack.domain import FileProgress, FileStage, IngestSummary
 from ragstack.guard.paths import PathGuard
 from ragstack.stores import catalog as catalog_store
 from ragstack.stores.catalog import Catalog
@@ -325,6 +326,29 @@ def test_a_pause_after_the_scans_last_look_cancels_the_job_its_poll_queues(
     polled = world.jobs.submit("lib", b"", poll_principal("notes"), source="notes")
     assert world.jobs.active("notes", poll_principal("notes")) == polled.job_id
     assert world.jobs.active("notes", "alice") == by_hand.job_id
+
+
+def test_a_failure_once_the_sync_is_cancelled_is_not_held_against_the_item(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cancel (a pause, CancelIngestJob) stops the parse in flight, whose file then fails: that
+    failure is the cancel's, so the item keeps its attempts and the resume tries it at once."""
+    world.write("big.md", "# Big\n\n" + "The tide comes in twice a day. " * 1000)  # over max_file_bytes
+    world.add()
+    cancelled = threading.Event()
+    run = world.pipeline.run
+
+    def cancelled_as_it_ingests(*args, **kwargs):  # type: ignore[no-untyped-def]
+        cancelled.set()  # after the listing: the job was cancelled while it ingests
+        return run(*args, **kwargs)
+
+    monkeypatch.setattr(world.pipeline, "run", cancelled_as_it_ingests)
+    events = list(world.sync.run("notes", cancelled=cancelled))
+    assert [e.stage for e in events if isinstance(e, FileProgress)][-1] is FileStage.FAILED
+    assert world.store.failures("notes") == {}
+
+    list(world.sync.run("notes"))  # not cancelled: the same failure is the item's
+    assert list(world.store.failures("notes")) == [str((world.folder / "big.md").resolve())]
 
 
 def test_one_job_at_a_time_per_source(world: World) -> None:
