@@ -174,7 +174,10 @@ class SourcePoller:
             )
             # A pause or removal since the scan's last look: PauseSource may have looked for this
             # job before it was queued, and whichever of the two looks second sees the other.
-            if not self._still_wanted(name):
+            try:
+                self._sync.confirm(name)
+            except ScanStopped as stopped:
+                log.info("%s", stopped)
                 self._jobs.cancel(job.job_id)
                 return self._stopped(name)
             job_id = job.job_id
@@ -183,12 +186,6 @@ class SourcePoller:
         self._store.poll_succeeded(name, job_id)
         self._publish(name)
         return job_id
-
-    def _still_wanted(self, name: str) -> bool:
-        try:
-            return not self._store.get(name).paused
-        except NotFound:
-            return False
 
     def _stopped(self, name: str) -> str:
         """A poll whose source was paused or removed meanwhile: counted, no failure, no job."""

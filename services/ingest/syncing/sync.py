@@ -103,6 +103,11 @@ class SourceSync:
         paused or removed meanwhile."""
         return self._scan(self._store.get(name).spec, on_pause=True)
 
+    def confirm(self, name: str) -> None:
+        """A poll's last look, after its scan: raises ScanStopped when the source was paused or
+        removed meanwhile."""
+        _StillWanted(self._store, name, on_pause=True)()
+
     def _scan(self, spec: SourceConfig, on_pause: bool, cancelled: threading.Event | None = None) -> Scan:
         library = self.library(spec)
         scan = Scan(library)
