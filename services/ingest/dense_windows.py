@@ -11,7 +11,7 @@ the chunk's own vector (the first search stage, communities, feedback) is the wi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -19,6 +19,9 @@ import numpy as np
 from services.ingest.chunker import pack_sentences
 
 SPECIAL_TOKENS = 2  # [CLS] and [SEP] around every text the embedder reads
+# Texts given to the embedder at once: `checkpoint` runs between such slices, so a cancelled
+# ingest waits for one slice (a second or two on two cores), not for its whole batch.
+EMBED_SLICE = 64
 
 
 class Embeds(Protocol):
@@ -47,16 +50,26 @@ def window_texts(heading_path: Sequence[str], text: str, window_tokens: int, emb
 
 
 def embed_chunks(
-    embedder: Embeds, chunks: Sequence[tuple[Sequence[str], str]], window_tokens: int
+    embedder: Embeds,
+    chunks: Sequence[tuple[Sequence[str], str]],
+    window_tokens: int,
+    checkpoint: Callable[[], None] = lambda: None,
 ) -> list[np.ndarray]:
-    """Each (heading path, text)'s window vectors, one row a window, in input order; all the
-    windows go to the embedder in one call, so its batches are filled by length."""
+    """Each (heading path, text)'s window vectors, one row a window, in input order. The windows
+    go to the embedder shortest first, EMBED_SLICE at a time, so its batches are filled by
+    length; `checkpoint` runs before each slice (it raises to stop the embedding)."""
     texts: list[str] = []
     counts: list[int] = []
     for heading_path, text in chunks:
         windows = window_texts(heading_path, text, window_tokens, embedder)
         texts.extend(windows)
         counts.append(len(windows))
-    flat = embedder.embed(texts)
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    rows: list[np.ndarray] = [np.empty(0)] * len(texts)
+    for start in range(0, len(order), EMBED_SLICE):
+        checkpoint()
+        picked = order[start : start + EMBED_SLICE]
+        for i, row in zip(picked, embedder.embed([texts[i] for i in picked]), strict=True):
+            rows[i] = row
     bounds = np.cumsum([0, *counts])
-    return [flat[bounds[i] : bounds[i + 1]] for i in range(len(counts))]
+    return [np.stack(rows[bounds[i] : bounds[i + 1]]) for i in range(len(counts))]

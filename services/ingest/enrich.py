@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Protocol
 
@@ -51,11 +51,15 @@ class Enricher:
     def available(self) -> bool:
         return self._llm is not None and self._llm.available_now()
 
-    def enrich(self, chunks: Sequence[Chunk], excerpts: dict[str, str]) -> list[Chunk]:
-        """The chunks with their situating sentence first; a chunk the LLM fails on stays as it was."""
+    def enrich(
+        self, chunks: Sequence[Chunk], excerpts: dict[str, str], checkpoint: Callable[[], None] = lambda: None
+    ) -> list[Chunk]:
+        """The chunks with their situating sentence first; a chunk the LLM fails on stays as it was.
+        `checkpoint` runs before each chunk (it raises to stop the enrichment)."""
         assert self._llm is not None
         out = []
         for chunk in chunks:
+            checkpoint()
             key = hashlib.sha256(f"{self._llm.name}\x00{chunk.title}\x00{chunk.text}".encode()).hexdigest()
             row = self._db.one("SELECT sentence FROM sentences WHERE key = ?", (key,))
             sentence = row[0] if row else self._ask(chunk, excerpts.get(chunk.document_id, ""))

@@ -44,6 +44,7 @@ from ragstack.domain import (
     acl_groups,
 )
 from ragstack.errors import (
+    Cancelled,
     DocumentNotFound,
     FailedPrecondition,
     InvalidArgument,
@@ -143,6 +144,7 @@ class IngestPipeline:
         self._keep_originals = originals is not None and page_pictures
         self._stores = UnitOfWork(catalog, vectors, lexical, graph, originals, shared)
         self._extract_lock = threading.Lock()  # spaCy's pipeline is not to be run by two threads
+        self._stops: dict[object, threading.Event] = {}  # each run's, by its token (interrupt)
         self._stores.recover()  # a unit a crash interrupted: finished or undone before anything else
 
     def run(
@@ -163,11 +165,35 @@ class IngestPipeline:
         who ingests (None: sees all); a document it may not see is neither replaced nor pruned.
         `token`: names this run for `interrupt`. `removals`: ids of documents to remove (a
         source's items gone), with the pruned ones."""
+        stop = threading.Event()
+        if token is not None:
+            self._stops[token] = stop
+        try:
+            yield from self._run(
+                items, library, prune_roots, enrich, groups, caller, token, removals, _checkpoint(stop)
+            )
+        finally:
+            if token is not None:
+                self._stops.pop(token, None)
+
+    def _run(
+        self,
+        items: Sequence[SourceItem | Rejected],
+        library: str,
+        prune_roots: Sequence[str],
+        enrich: bool,
+        groups: Sequence[str],
+        caller: tuple[str, ...] | None,
+        token: object,
+        removals: Sequence[str],
+        checkpoint: Callable[[], None],
+    ) -> Generator[FileProgress | IngestSummary, None, None]:
         if not items and not prune_roots and not removals:
             raise InvalidArgument("nothing to ingest: give paths or files")
         acl = acl_groups(groups)
         start = self._clock()
         docs = expand(items, library)
+
         summary = IngestSummary(files=len(docs))
         enriching = False
         if enrich:
@@ -228,11 +254,11 @@ class IngestPipeline:
                 pending.append(prepared)
                 if sum(len(p.chunks) for p in pending) >= self._batch_chunks:
                     in_flight = yield from self._flush(
-                        pending, library, summary, len(docs), writer, in_flight, enriching
+                        pending, library, summary, len(docs), writer, in_flight, enriching, checkpoint
                     )
                     pending = []
             in_flight = yield from self._flush(
-                pending, library, summary, len(docs), writer, in_flight, enriching
+                pending, library, summary, len(docs), writer, in_flight, enriching, checkpoint
             )
             yield from _drain(summary, in_flight)
         if summary.indexed:
@@ -377,23 +403,28 @@ class IngestPipeline:
         writer: ThreadPoolExecutor,
         in_flight: Future[list[FileProgress]] | None,
         enriching: bool,
+        checkpoint: Callable[[], None],
     ) -> Generator[FileProgress, None, Future[list[FileProgress]] | None]:
         """Embeds the batch here, waits for the batch before it to be written, then hands this one
-        to the writer thread; returns its future."""
+        to the writer thread; returns its future. `checkpoint` raises Cancelled once the run is
+        interrupted: the batch is dropped and the run ends (after the batch before it is written)."""
         if not batch:
             return in_flight
         chunks = [c for p in batch for c in p.chunks]
         if enriching and self._enricher is not None:
             with tracer.start_as_current_span("ingest.enrich", attributes={"chunks": len(chunks)}):
                 excerpts = {p.item.document_id: "\n\n".join(c.text for c in p.chunks[:4]) for p in batch}
-                chunks = self._enricher.enrich(chunks, excerpts)
+                chunks = self._enricher.enrich(chunks, excerpts, checkpoint)
         # The entities need no vectors: the writer thread extracts them while this batch is embedded
         # (after writing the batch before it), so the last batch's extraction is no tail either.
         extracted = writer.submit(self._extract, chunks)
         try:
             with tracer.start_as_current_span("ingest.embed", attributes={"chunks": len(chunks)}):
                 embedder = self._vectors.library_embedder(library)
-                vectors = self.embed(embedder, chunks)
+                vectors = self.embed(embedder, chunks, checkpoint)
+        except Cancelled:
+            extracted.cancel()
+            raise
         except Exception as err:
             extracted.cancel()
             for p in batch:
@@ -408,11 +439,16 @@ class IngestPipeline:
         yield from _drain(summary, in_flight)
         return writer.submit(self._write, batch, library, chunks, (embedder, vectors), extracted, total)
 
-    def embed(self, name: str, chunks: Sequence[Chunk | tuple[Sequence[str], str]]) -> list[np.ndarray]:
+    def embed(
+        self,
+        name: str,
+        chunks: Sequence[Chunk | tuple[Sequence[str], str]],
+        checkpoint: Callable[[], None] = lambda: None,
+    ) -> list[np.ndarray]:
         """Each chunk's (or (heading path, text)'s) window vectors, by the configured embedder ("")
-        or a tuned one."""
+        or a tuned one; `checkpoint` runs between slices of the work (it raises to stop it)."""
         items = [(c.heading_path, c.text) if isinstance(c, Chunk) else c for c in chunks]
-        return embed_chunks(self.embedder(name), items, self._window_tokens)
+        return embed_chunks(self.embedder(name), items, self._window_tokens, checkpoint)
 
     def embedder(self, name: str) -> EmbedderPort:
         """The configured embedder (""), or a tuned one by name."""
@@ -491,8 +527,11 @@ class IngestPipeline:
 
     def interrupt(self, token: object) -> None:
         """Stops the run `token` names from waiting for its parse in flight in the parser process
-        (that file fails; a fresh process parses the next): an abandoned run need not wait for it.
-        Another run's parse goes on."""
+        (that file fails; a fresh process parses the next), and its batch being embedded or
+        enriched within a slice: an abandoned run need not wait for them. Another run goes on."""
+        stop = self._stops.get(token)
+        if stop is not None:
+            stop.set()
         if self._parser is not None:
             self._parser.cancel(token)
 
@@ -546,6 +585,17 @@ def _chunk_count(prepared: _Prepared | None) -> int:
 
 def _failed(source: str, document_id: str, index: int, total: int, reason: str) -> FileProgress:
     return FileProgress(source, FileStage.FAILED, index, total, document_id, 0, reason)
+
+
+def _checkpoint(stop: threading.Event) -> Callable[[], None]:
+    """What a run calls between the slices of a batch's embedding and enrichment: Cancelled once
+    `stop` is set (interrupt)."""
+
+    def check() -> None:
+        if stop.is_set():
+            raise Cancelled("the ingest was cancelled; the batch being embedded was dropped")
+
+    return check
 
 
 def _count(summary: IngestSummary, event: FileProgress) -> FileProgress:

@@ -133,3 +133,42 @@ async def test_a_cancel_between_the_claim_and_the_start_is_kept(
         assert [d.source for d in await client.list_documents()] == [str(SAMPLES / "chunking.md")]
     finally:
         await stack.stop()
+
+
+async def test_a_cancel_while_the_batch_is_embedded_returns_within_a_slice(
+    tmp_path: Path, resources: Resources
+) -> None:
+    """CancelIngestJob while the job's batch of chunks is being embedded (about ten seconds of it
+    on two cores): the call returns once the slice in hand is done, not after the batch (it took
+    seven seconds before), nothing of the batch is indexed, and the queue goes on."""
+    cfg = make_config(tmp_path / "data", ingest={"graph": False})
+    survey = tmp_path / "survey.md"
+    survey.write_text(
+        "# Survey\n\n"
+        + "\n\n".join(
+            f"## Plot {i}\n\n"
+            + " ".join(
+                f"Plot {i} transect {j} recorded banksia and hakea shrubs by the creek." for j in range(30)
+            )
+            for i in range(160)
+        )
+    )
+    stack = await start_with(cfg, resources, services=("ingest",), gateway=False)
+    client = IngestClient(open_channel(stack.peers["ingest"]), 60)
+    try:
+        long = await client.submit(paths=[str(survey)])
+        behind = await client.submit(paths=[str(SAMPLES / "bm25.md")])
+        for _ in range(100):
+            if (await client.job(long.job_id)).state == "running":
+                break
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(2.5)  # parsed and chunked in about a second: now it is being embedded
+        asked = asyncio.get_running_loop().time()
+        stopped = await client.cancel_job(long.job_id)
+        took = asyncio.get_running_loop().time() - asked
+        assert stopped.state == "cancelled" and stopped.summary is None
+        assert took < 4, f"the cancel took {took:.1f} s"
+        assert await _until_done(client, behind.job_id) == "done"
+        assert [d.source for d in await client.list_documents()] == [str(SAMPLES / "bm25.md")]
+    finally:
+        await stack.stop()

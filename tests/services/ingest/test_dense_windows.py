@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ragstack.errors import Cancelled
 from ragstack.guard.paths import PathGuard
 from ragstack.stores.vectors import VectorStore
-from services.ingest.dense_windows import SPECIAL_TOKENS, embed_chunks, window_texts
+from services.ingest.dense_windows import EMBED_SLICE, SPECIAL_TOKENS, embed_chunks, window_texts
 from services.ingest.sources import collect_paths
 from tests.conftest import SAMPLES
 from tests.tools.pipelines import plain_pipeline
@@ -84,3 +85,73 @@ def test_a_sentence_past_the_truncation_is_found_only_with_windows(
     else:  # embedded whole, truncated: the ferry never reached the index
         assert hits[0][0].document_id != heathland
         assert found[heathland] < float(np.max(embedder.embed(windows) @ query)) - 0.3
+
+
+class _Counting:
+    """The real embedder, with each call's number of texts noted and `on_call` run first."""
+
+    def __init__(self, embedder, on_call=lambda n: None) -> None:  # type: ignore[no-untyped-def]
+        self._embedder = embedder
+        self.dimension = embedder.dimension
+        self.calls: list[int] = []
+        self._on_call = on_call
+
+    def embed(self, texts):  # type: ignore[no-untyped-def]
+        self.calls.append(len(texts))
+        self._on_call(len(self.calls))
+        return self._embedder.embed(texts)
+
+    def count_tokens(self, text: str) -> int:
+        return int(self._embedder.count_tokens(text))
+
+
+def test_windows_go_to_the_embedder_a_slice_at_a_time_and_a_checkpoint_stops_between_slices(embedder) -> None:  # type: ignore[no-untyped-def]
+    items = [((f"Plot {i}",), f"{FILLER} {FACT}") for i in range(30)]
+    windows = sum(len(window_texts(h, t, 128, embedder)) for h, t in items)
+    assert windows > 2 * EMBED_SLICE
+    counting = _Counting(embedder)
+    out = embed_chunks(counting, items, 128)
+    full, rest = divmod(windows, EMBED_SLICE)
+    assert counting.calls == [EMBED_SLICE] * full + ([rest] if rest else [])
+    for i in (0, 17, 29):  # each chunk's windows, in order, whichever slices they fell into
+        assert np.allclose(out[i], embedder.embed(window_texts(*items[i], 128, embedder)), atol=1e-5)
+
+    checks: list[int] = []
+
+    def checkpoint() -> None:
+        checks.append(1)
+        if len(checks) == 2:
+            raise Cancelled("stop")
+
+    stopped = _Counting(embedder)
+    with pytest.raises(Cancelled):
+        embed_chunks(stopped, items, 128, checkpoint)
+    assert stopped.calls == [EMBED_SLICE]  # the slice in hand was finished, no other started
+
+
+def test_an_interrupted_run_drops_its_batch_within_a_slice_and_keeps_the_batch_before(  # type: ignore[no-untyped-def]
+    tmp_path: Path, embedder
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Alpine meadows\n\nA short note on alpine meadows in June.\n")
+    (docs / "b.md").write_text("# Heathland\n\n" + "\n\n".join(f"## Plot {i}\n\n{FILLER}" for i in range(12)))
+    token = object()
+
+    def interrupt_in_the_second_call(n: int) -> None:  # the first of b.md's slices (a.md had one)
+        if n == 2:
+            pipeline.interrupt(token)
+
+    counting = _Counting(embedder, interrupt_in_the_second_call)
+    pipeline = plain_pipeline(tmp_path, counting, 512, 200_000, batch_chunks=1)
+    events = []
+    with pytest.raises(Cancelled):
+        for event in pipeline.run(collect_paths([str(docs)], EVERYWHERE), "default", token=token):
+            events.append(event)
+    assert counting.calls[0] == 1 and counting.calls[1] == EMBED_SLICE and len(counting.calls) == 2
+    assert [d.source for d in pipeline.list_documents("default", None)] == [str(docs / "a.md")]
+    assert not any(e.source.endswith("b.md") and e.stage.name == "FAILED" for e in events)
+    # The token is forgotten with its run: a late interrupt stops nothing, and a new run is whole.
+    pipeline.interrupt(token)
+    again = list(pipeline.run(collect_paths([str(docs)], EVERYWHERE), "default", token=token))
+    assert again[-1].indexed == 1 and again[-1].unchanged == 1

@@ -9,8 +9,11 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ragstack.config import LLMConfig, StateConfig
 from ragstack.domain import Chunk, IngestSummary
+from ragstack.errors import Cancelled
 from ragstack.llm import LLM
 from ragstack.stores import catalog as catalog_store
 from ragstack.stores.catalog import Catalog
@@ -117,3 +120,21 @@ def test_a_cache_from_before_versions_is_adopted_with_its_sentences(tmp_path: Pa
         assert cached.enrich([chunk], {})[0].text == "Cached before.\n\nIt eats leaves."
         assert cached.asked == 0
         cached.close()
+
+
+def test_a_checkpoint_that_raises_stops_the_enrichment_before_the_next_chunk(tmp_path: Path) -> None:
+    chunks = [Chunk(f"c{i}", "d1", "default", f"Fact {i} about okapis.", title="Okapi") for i in range(4)]
+    checks: list[int] = []
+
+    def checkpoint() -> None:  # an interrupted run's, raising on its second look
+        checks.append(1)
+        if len(checks) == 2:
+            raise Cancelled("stop")
+
+    with OllamaServer("test", lambda request: "An okapi fact.").serve() as server:
+        llm = LLM(LLMConfig(host=server.url, model="test", timeout_s=10))
+        enricher = Enricher(llm, state_tools.store(StateConfig(), tmp_path, enrich))
+        with pytest.raises(Cancelled):
+            enricher.enrich(chunks, {}, checkpoint)
+        assert enricher.asked == 1 and len(server.requests) == 1
+        enricher.close()
