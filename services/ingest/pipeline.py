@@ -144,7 +144,6 @@ class IngestPipeline:
         self._keep_originals = originals is not None and page_pictures
         self._stores = UnitOfWork(catalog, vectors, lexical, graph, originals, shared)
         self._extract_lock = threading.Lock()  # spaCy's pipeline is not to be run by two threads
-        self._stops: dict[object, threading.Event] = {}  # each run's, by its token (interrupt)
         self._stores.recover()  # a unit a crash interrupted: finished or undone before anything else
 
     def run(
@@ -157,6 +156,7 @@ class IngestPipeline:
         caller: tuple[str, ...] | None = None,
         token: object = None,
         removals: Sequence[str] = (),
+        cancelled: threading.Event | None = None,
     ) -> Generator[FileProgress | IngestSummary, None, None]:
         """Yields per-document progress events, then the summary. With `prune_roots`, documents of
         the library whose source lies under one of them but was not seen this time are removed.
@@ -164,36 +164,15 @@ class IngestPipeline:
         `groups`: the ACL groups of every document written (empty: public). `caller`: the ACL of
         who ingests (None: sees all); a document it may not see is neither replaced nor pruned.
         `token`: names this run for `interrupt`. `removals`: ids of documents to remove (a
-        source's items gone), with the pruned ones."""
-        stop = threading.Event()
-        if token is not None:
-            self._stops[token] = stop
-        try:
-            yield from self._run(
-                items, library, prune_roots, enrich, groups, caller, token, removals, _checkpoint(stop)
-            )
-        finally:
-            if token is not None:
-                self._stops.pop(token, None)
-
-    def _run(
-        self,
-        items: Sequence[SourceItem | Rejected],
-        library: str,
-        prune_roots: Sequence[str],
-        enrich: bool,
-        groups: Sequence[str],
-        caller: tuple[str, ...] | None,
-        token: object,
-        removals: Sequence[str],
-        checkpoint: Callable[[], None],
-    ) -> Generator[FileProgress | IngestSummary, None, None]:
+        source's items gone), with the pruned ones. Once `cancelled` is set, the batch being
+        embedded or enriched is dropped when the slice of it in hand is done, and the run raises
+        Cancelled (after the batch before it is written)."""
         if not items and not prune_roots and not removals:
             raise InvalidArgument("nothing to ingest: give paths or files")
         acl = acl_groups(groups)
+        checkpoint = _checkpoint(cancelled)
         start = self._clock()
         docs = expand(items, library)
-
         summary = IngestSummary(files=len(docs))
         enriching = False
         if enrich:
@@ -407,7 +386,7 @@ class IngestPipeline:
     ) -> Generator[FileProgress, None, Future[list[FileProgress]] | None]:
         """Embeds the batch here, waits for the batch before it to be written, then hands this one
         to the writer thread; returns its future. `checkpoint` raises Cancelled once the run is
-        interrupted: the batch is dropped and the run ends (after the batch before it is written)."""
+        cancelled: the batch is dropped."""
         if not batch:
             return in_flight
         chunks = [c for p in batch for c in p.chunks]
@@ -527,11 +506,8 @@ class IngestPipeline:
 
     def interrupt(self, token: object) -> None:
         """Stops the run `token` names from waiting for its parse in flight in the parser process
-        (that file fails; a fresh process parses the next), and its batch being embedded or
-        enriched within a slice: an abandoned run need not wait for them. Another run goes on."""
-        stop = self._stops.get(token)
-        if stop is not None:
-            stop.set()
+        (that file fails; a fresh process parses the next): an abandoned run need not wait for it.
+        Another run's parse goes on."""
         if self._parser is not None:
             self._parser.cancel(token)
 
@@ -587,12 +563,12 @@ def _failed(source: str, document_id: str, index: int, total: int, reason: str) 
     return FileProgress(source, FileStage.FAILED, index, total, document_id, 0, reason)
 
 
-def _checkpoint(stop: threading.Event) -> Callable[[], None]:
+def _checkpoint(cancelled: threading.Event | None) -> Callable[[], None]:
     """What a run calls between the slices of a batch's embedding and enrichment: Cancelled once
-    `stop` is set (interrupt)."""
+    `cancelled` is set."""
 
     def check() -> None:
-        if stop.is_set():
+        if cancelled is not None and cancelled.is_set():
             raise Cancelled("the ingest was cancelled; the batch being embedded was dropped")
 
     return check

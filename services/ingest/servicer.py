@@ -106,6 +106,12 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         async with self._writer():
             roots = resolved(request.paths) if request.prune else []
             token = object()
+            cancelled = threading.Event()  # a cancelled ingest drops the batch it is embedding
+
+            def interrupt() -> None:
+                cancelled.set()
+                self._pipeline.interrupt(token)
+
             events = self._pipeline.run(
                 items,
                 library,
@@ -114,8 +120,9 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
                 groups=groups,
                 caller=auth.current().acl,
                 token=token,
+                cancelled=cancelled,
             )
-            async for event in _read_ahead(events, lambda: self._pipeline.interrupt(token)):
+            async for event in _read_ahead(events, interrupt):
                 yield _event_pb(event)
 
     async def _sync(self, request: ingest_pb2.IngestRequest) -> AsyncIterator[ingest_pb2.IngestResponse]:
@@ -124,7 +131,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         self._source_request(request)
         async with self._writer():
             token = object()
-            cancelled = threading.Event()  # a cancelled sync stops listing the source at once
+            cancelled = threading.Event()  # a cancelled sync stops its listing and its embedding
 
             def interrupt() -> None:
                 cancelled.set()

@@ -147,8 +147,8 @@ class SourceSync:
         token: object = None,
         cancelled: threading.Event | None = None,
     ) -> Generator[FileProgress | IngestSummary, None, None]:
-        """The sync job: progress events as an ingest's, then the summary. Its listing stops at
-        its next request once `cancelled` is set."""
+        """The sync job: progress events as an ingest's, then the summary. Once `cancelled` is
+        set, its listing stops at its next request and its ingest as the pipeline's does."""
         spec = self._store.get(name).spec
         try:
             scan = self._scan(spec, on_pause=False, cancelled=cancelled)
@@ -174,6 +174,7 @@ class SourceSync:
                 caller=caller,
                 token=token,
                 removals=removals,
+                cancelled=cancelled,
             )
             with contextlib.closing(events):
                 yield from self._follow(name, scan, revisions, events, summary, cancelled)

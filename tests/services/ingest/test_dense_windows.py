@@ -4,6 +4,7 @@ the embedder's truncation is found by dense search once chunks are embedded in w
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -129,29 +130,27 @@ def test_windows_go_to_the_embedder_a_slice_at_a_time_and_a_checkpoint_stops_bet
     assert stopped.calls == [EMBED_SLICE]  # the slice in hand was finished, no other started
 
 
-def test_an_interrupted_run_drops_its_batch_within_a_slice_and_keeps_the_batch_before(  # type: ignore[no-untyped-def]
+def test_a_cancelled_run_drops_its_batch_within_a_slice_and_keeps_the_batch_before(  # type: ignore[no-untyped-def]
     tmp_path: Path, embedder
 ) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "a.md").write_text("# Alpine meadows\n\nA short note on alpine meadows in June.\n")
     (docs / "b.md").write_text("# Heathland\n\n" + "\n\n".join(f"## Plot {i}\n\n{FILLER}" for i in range(12)))
-    token = object()
+    cancelled = threading.Event()
 
-    def interrupt_in_the_second_call(n: int) -> None:  # the first of b.md's slices (a.md had one)
+    def cancel_in_the_second_call(n: int) -> None:  # the first of b.md's slices (a.md had one)
         if n == 2:
-            pipeline.interrupt(token)
+            cancelled.set()
 
-    counting = _Counting(embedder, interrupt_in_the_second_call)
+    counting = _Counting(embedder, cancel_in_the_second_call)
     pipeline = plain_pipeline(tmp_path, counting, 512, 200_000, batch_chunks=1)
     events = []
     with pytest.raises(Cancelled):
-        for event in pipeline.run(collect_paths([str(docs)], EVERYWHERE), "default", token=token):
+        for event in pipeline.run(collect_paths([str(docs)], EVERYWHERE), "default", cancelled=cancelled):
             events.append(event)
     assert counting.calls[0] == 1 and counting.calls[1] == EMBED_SLICE and len(counting.calls) == 2
     assert [d.source for d in pipeline.list_documents("default", None)] == [str(docs / "a.md")]
     assert not any(e.source.endswith("b.md") and e.stage.name == "FAILED" for e in events)
-    # The token is forgotten with its run: a late interrupt stops nothing, and a new run is whole.
-    pipeline.interrupt(token)
-    again = list(pipeline.run(collect_paths([str(docs)], EVERYWHERE), "default", token=token))
+    again = list(pipeline.run(collect_paths([str(docs)], EVERYWHERE), "default"))
     assert again[-1].indexed == 1 and again[-1].unchanged == 1

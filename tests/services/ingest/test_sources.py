@@ -14,6 +14,7 @@ from prometheus_client import REGISTRY
 
 from ragstack.config import SourceConfig, StateConfig
 from ragstack.domain import FileProgress, FileStage, IngestSummary
+from ragstack.errors import Cancelled
 from ragstack.guard.paths import PathGuard
 from ragstack.stores import catalog as catalog_store
 from ragstack.stores.catalog import Catalog
@@ -349,6 +350,31 @@ def test_a_failure_once_the_sync_is_cancelled_is_not_held_against_the_item(
 
     list(world.sync.run("notes"))  # not cancelled: the same failure is the item's
     assert list(world.store.failures("notes")) == [str((world.folder / "big.md").resolve())]
+
+
+def test_a_sync_cancelled_as_it_embeds_drops_the_batch_and_the_next_sync_indexes_it(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sync's `cancelled` reaches the pipeline: a batch being embedded is dropped (Cancelled),
+    nothing is held against its items, and the next sync indexes them."""
+    world.write("a.md", "# A\n\nApples grow in the northern orchard.")
+    world.add()
+    cancelled = threading.Event()
+    run = world.pipeline.run
+
+    def cancelled_as_it_ingests(*args, **kwargs):  # type: ignore[no-untyped-def]
+        cancelled.set()  # after the listing: the job was cancelled while it ingests
+        return run(*args, **kwargs)
+
+    monkeypatch.setattr(world.pipeline, "run", cancelled_as_it_ingests)
+    with pytest.raises(Cancelled):
+        list(world.sync.run("notes", cancelled=cancelled))
+    assert world.store.failures("notes") == {}
+    assert world.pipeline.list_documents("lib", None) == []
+
+    monkeypatch.setattr(world.pipeline, "run", run)
+    summary = list(world.sync.run("notes"))[-1]
+    assert isinstance(summary, IngestSummary) and summary.indexed == 1
 
 
 def test_one_job_at_a_time_per_source(world: World) -> None:
