@@ -1,11 +1,14 @@
-"""`ragstack bench query`: search latency per mode through gRPC, at several concurrencies, and QPS,
-from clients in a process of their own; and a calibration figure beside them, so that runs from
-different hours (this machine's speed drifts by more than most changes) can be compared."""
+"""`ragstack bench query`: search latency per mode through gRPC, at several concurrencies, QPS, and
+the CPU each query cost the serving process and the clients' (on a machine whose cores the two
+share, QPS is bounded by their sum), from clients in a process of their own; and a calibration
+figure beside them, so that runs from different hours (this machine's speed drifts by more than
+most changes) can be compared."""
 
 from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import resource
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -55,7 +58,10 @@ async def bench_query(
             )
             for mode in modes:
                 for workers in concurrencies:
-                    rows.append(await loop.run_in_executor(clients, run, queries, mode, workers, top_k))
+                    used = _cpu_s()  # this process serves the queries: the CPU they cost it
+                    row = await loop.run_in_executor(clients, run, queries, mode, workers, top_k)
+                    row["server_cpu"] = round((_cpu_s() - used) * 1000 / (len(queries) + 1), 2)
+                    rows.append(row)
                     on_progress("bench", len(rows), len(modes) * len(concurrencies))
         after = await loop.run_in_executor(clients, calibrate, cfg)
     return {
@@ -134,9 +140,9 @@ async def _run(
             await client.search(q, library, top_k, mode)
             latencies.append((time.perf_counter() - start) * 1000)
 
-    start = time.perf_counter()
+    start, used = time.perf_counter(), _cpu_s()
     await asyncio.gather(*(worker() for _ in range(workers)))
-    wall = time.perf_counter() - start
+    wall, used = time.perf_counter() - start, _cpu_s() - used
     await channel.close()
     return {
         "mode": mode.value,
@@ -144,4 +150,11 @@ async def _run(
         "p50_ms": round(percentile(latencies, 50), 1),
         "p95_ms": round(percentile(latencies, 95), 1),
         "qps": round(len(latencies) / wall, 1),
+        "client_cpu": round(used * 1000 / len(latencies), 2),
     }
+
+
+def _cpu_s() -> float:
+    """CPU seconds this process has used, all its threads (the model's among them)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime

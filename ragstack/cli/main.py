@@ -345,7 +345,9 @@ def bench_query_cmd(
     top_k: int,
     as_json: bool,
 ) -> None:
-    """Search latency p50/p95 and QPS per mode through gRPC, over FOLDER's corpus (BEIR layout)."""
+    """Search latency p50/p95 and QPS per mode through gRPC, over FOLDER's corpus (BEIR layout),
+    and the CPU milliseconds each query cost the serving process (server_cpu) and the clients'
+    (client_cpu): their sum times the QPS cannot exceed the machine's cores."""
     from ragstack.bench.query import bench_query
     from ragstack.cli.output import print_rows, progress_reporter
 

@@ -50,3 +50,5 @@ async def test_every_mode_at_every_concurrency(tmp_path: Path) -> None:
     assert set(rows) == {("lexical", 1), ("lexical", 2), ("hybrid", 1), ("hybrid", 2)}
     for row in rows.values():
         assert row["qps"] > 0 and 0 < row["p50_ms"] <= row["p95_ms"]
+        # Each query cost the serving process and the clients' some CPU (a search is not free).
+        assert row["server_cpu"] > 0 and row["client_cpu"] > 0
