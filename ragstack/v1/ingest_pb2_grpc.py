@@ -305,9 +305,10 @@ class IngestServiceServicer:
 
     def CancelIngestJob(self, request, context):
         """Cancels a queued ingest: one still queued never runs; a running one stops within
-        `services.grace_s` (the parse in flight is stopped, the batch being embedded or enriched is
-        dropped once the slice of it in hand is done, the batch being written is finished or rolled
-        back, so no document is half indexed; what earlier batches indexed stays), or, when
+        `services.grace_s` (the parse in flight is stopped, the batch being embedded, enriched or
+        having its entities extracted is dropped once the slice of it in hand is done, the batch
+        being written is finished or rolled back, so no document is half indexed; what earlier
+        batches indexed stays), or, when
         another ingest process runs it, once that worker next renews its lease (every third of
         `ingest.job_lease_s`). Cancelling a
         job that has ended changes nothing. Errors: NOT_FOUND for an unknown id or a job of another

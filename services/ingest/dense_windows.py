@@ -19,8 +19,9 @@ import numpy as np
 from services.ingest.chunker import pack_sentences
 
 SPECIAL_TOKENS = 2  # [CLS] and [SEP] around every text the embedder reads
-# Texts given to the embedder at once: `checkpoint` runs between such slices, so a cancelled
-# ingest waits for one slice (a second or two on two cores), not for its whole batch.
+# Texts given to the embedder at once (more when its batch is larger: a GPU's is): `checkpoint`
+# runs between such slices, so a cancelled ingest waits for one slice (a second or two on two
+# cores), not for its whole batch.
 EMBED_SLICE = 64
 
 
@@ -56,8 +57,9 @@ def embed_chunks(
     checkpoint: Callable[[], None] = lambda: None,
 ) -> list[np.ndarray]:
     """Each (heading path, text)'s window vectors, one row a window, in input order. The windows
-    go to the embedder shortest first, EMBED_SLICE at a time, so its batches are filled by
-    length; `checkpoint` runs before each slice (it raises to stop the embedding)."""
+    go to the embedder shortest first, a slice at a time (EMBED_SLICE, or the embedder's
+    `batch_size` when larger), so its batches are filled by length; `checkpoint` runs before
+    each slice (it raises to stop the embedding)."""
     texts: list[str] = []
     counts: list[int] = []
     for heading_path, text in chunks:
@@ -66,9 +68,10 @@ def embed_chunks(
         counts.append(len(windows))
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     rows: list[np.ndarray] = [np.empty(0)] * len(texts)
-    for start in range(0, len(order), EMBED_SLICE):
+    size = max(EMBED_SLICE, getattr(embedder, "batch_size", 0))
+    for start in range(0, len(order), size):
         checkpoint()
-        picked = order[start : start + EMBED_SLICE]
+        picked = order[start : start + size]
         for i, row in zip(picked, embedder.embed([texts[i] for i in picked]), strict=True):
             rows[i] = row
     bounds = np.cumsum([0, *counts])

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
@@ -84,17 +84,23 @@ class EntityExtractor:
         self._sentencizer = self._nlp.add_pipe("sentencizer")  # also called alone: sentences before NER
         self._batch = batch_size
 
-    def extract(self, chunks: Sequence[Chunk]) -> tuple[list[EntityMention], list[Relation]]:
-        """Entities and relations of the chunks, grouped per document."""
-        return assemble(self.statements(chunks))
+    def extract(
+        self, chunks: Sequence[Chunk], checkpoint: Callable[[], None] = lambda: None
+    ) -> tuple[list[EntityMention], list[Relation]]:
+        """Entities and relations of the chunks, grouped per document. `checkpoint` runs before
+        each chunk is read (it raises to stop the extraction)."""
+        return assemble(self.statements(chunks, checkpoint))
 
-    def statements(self, chunks: Sequence[Chunk]) -> list[Statement]:
+    def statements(
+        self, chunks: Sequence[Chunk], checkpoint: Callable[[], None] = lambda: None
+    ) -> list[Statement]:
         from threadpoolctl import threadpool_limits
 
         make_doc = self._nlp.make_doc
         named: list[Any] = []  # per chunk, its sentences where a name may be, for NER
         plain: list[list[Any]] = []  # per chunk, the others: terms only
         for chunk in chunks:
+            checkpoint()
             doc = self._sentencizer(make_doc(prose(chunk.text)))
             keep: list[Any] = []
             plain.append([])
@@ -102,7 +108,7 @@ class EntityExtractor:
                 (keep if may_name(sent.text) else plain[-1]).append(sent)
             named.append(doc if not plain[-1] else "".join(s.text_with_ws for s in keep))
         with threadpool_limits(1, "blas"):
-            docs = self._nlp.pipe(named, batch_size=self._batch)
+            docs = self._nlp.pipe(_checked(named, checkpoint), batch_size=self._batch)
             found = [(c, [*d.sents, *p]) for c, d, p in zip(chunks, docs, plain, strict=True)]
         out: list[Statement] = []
         for chunk, sentences in found:
@@ -118,6 +124,13 @@ class EntityExtractor:
                 ]
                 out.append(Statement(chunk, sent.text, spans, pairs))
         return out
+
+
+def _checked(items: Sequence[Any], checkpoint: Callable[[], None]) -> Iterator[Any]:
+    """The items, `checkpoint` run before each is taken (NER takes them a batch at a time)."""
+    for item in items:
+        checkpoint()
+        yield item
 
 
 _OPENERS = STOPWORDS | policy.SECTION_LABELS  # capitalised only because they open a sentence

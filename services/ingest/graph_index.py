@@ -17,7 +17,7 @@ import logging
 import random
 import threading
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -54,7 +54,9 @@ SUMMARY_SYSTEM = (
 class Extractor(Protocol):
     name: str
 
-    def extract(self, chunks: Sequence[Chunk]) -> tuple[list[EntityMention], list[Relation]]: ...
+    def extract(
+        self, chunks: Sequence[Chunk], checkpoint: Callable[[], None] = ...
+    ) -> tuple[list[EntityMention], list[Relation]]: ...
 
 
 @dataclass(frozen=True)
@@ -163,8 +165,10 @@ class GraphIndex:
         """Its store's tables were changed through other handles (a rollback, a restore)."""
         self._store.reopen()
 
-    def extract(self, chunks: Sequence[Chunk]) -> tuple[list[EntityMention], list[Relation]]:
-        return self._extractor.extract(chunks)
+    def extract(
+        self, chunks: Sequence[Chunk], checkpoint: Callable[[], None] = lambda: None
+    ) -> tuple[list[EntityMention], list[Relation]]:
+        return self._extractor.extract(chunks, checkpoint)
 
     def write(
         self,

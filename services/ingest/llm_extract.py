@@ -9,7 +9,7 @@ chunk does not contain are dropped, so an answer cannot add names the document n
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -66,13 +66,17 @@ class LLMExtractor:
         self.name = f"llm+{offline.name}"
         self.counts = {"llm": 0, "retried": 0, "offline": 0}
 
-    def extract(self, chunks: Sequence[Chunk]) -> tuple[list[EntityMention], list[Relation]]:
+    def extract(
+        self, chunks: Sequence[Chunk], checkpoint: Callable[[], None] = lambda: None
+    ) -> tuple[list[EntityMention], list[Relation]]:
+        """`checkpoint` runs before each chunk is asked about or read (it raises to stop)."""
         if not self._llm.available_now():
             self.counts["offline"] += len(chunks)
-            return self._offline.extract(chunks)
+            return self._offline.extract(chunks, checkpoint)
         statements: list[Statement] = []
         rest: list[Chunk] = []
         for chunk in chunks:
+            checkpoint()
             answer = self._ask(chunk)
             if answer is None:
                 rest.append(chunk)
@@ -82,7 +86,7 @@ class LLMExtractor:
         self.counts["offline"] += len(rest)
         if rest:
             log.warning("entity extraction: %d of %d chunks fell back to spaCy", len(rest), len(chunks))
-        return assemble(statements + self._offline.statements(rest))
+        return assemble(statements + self._offline.statements(rest, checkpoint))
 
     def _ask(self, chunk: Chunk) -> _Answer | None:
         def retried() -> None:

@@ -164,9 +164,10 @@ class IngestPipeline:
         `groups`: the ACL groups of every document written (empty: public). `caller`: the ACL of
         who ingests (None: sees all); a document it may not see is neither replaced nor pruned.
         `token`: names this run for `interrupt`. `removals`: ids of documents to remove (a
-        source's items gone), with the pruned ones. Once `cancelled` is set, the batch being
-        embedded or enriched is dropped when the slice of it in hand is done, and the run raises
-        Cancelled (after the batch before it is written)."""
+        source's items gone), with the pruned ones. Once `cancelled` is set, a batch being
+        embedded, enriched or having its entities extracted is dropped when the slice of it in hand
+        is done, and the run raises Cancelled once the batch before it is written (a run that had
+        nothing left to embed ends as usual)."""
         if not items and not prune_roots and not removals:
             raise InvalidArgument("nothing to ingest: give paths or files")
         acl = acl_groups(groups)
@@ -396,27 +397,35 @@ class IngestPipeline:
                 chunks = self._enricher.enrich(chunks, excerpts, checkpoint)
         # The entities need no vectors: the writer thread extracts them while this batch is embedded
         # (after writing the batch before it), so the last batch's extraction is no tail either.
-        extracted = writer.submit(self._extract, chunks)
+        dropped = threading.Event()  # set unless the batch is handed to the writer: extraction stops
+        extracted = writer.submit(self._extract, chunks, dropped)
+        handed = False
         try:
-            with tracer.start_as_current_span("ingest.embed", attributes={"chunks": len(chunks)}):
-                embedder = self._vectors.library_embedder(library)
-                vectors = self.embed(embedder, chunks, checkpoint)
-        except Cancelled:
-            extracted.cancel()
-            raise
-        except Exception as err:
-            extracted.cancel()
+            try:
+                with tracer.start_as_current_span("ingest.embed", attributes={"chunks": len(chunks)}):
+                    embedder = self._vectors.library_embedder(library)
+                    vectors = self.embed(embedder, chunks, checkpoint)
+            except Cancelled:
+                raise
+            except Exception as err:
+                for p in batch:
+                    yield _count(
+                        summary, _failed(p.item.source, p.item.document_id, p.index, total, _reason(err))
+                    )
+                return in_flight
             for p in batch:
-                yield _count(
-                    summary, _failed(p.item.source, p.item.document_id, p.index, total, _reason(err))
+                yield FileProgress(
+                    p.item.source, FileStage.EMBEDDED, p.index, total, p.item.document_id, len(p.chunks)
                 )
-            return in_flight
-        for p in batch:
-            yield FileProgress(
-                p.item.source, FileStage.EMBEDDED, p.index, total, p.item.document_id, len(p.chunks)
+            yield from _drain(summary, in_flight)
+            written = writer.submit(
+                self._write, batch, library, chunks, (embedder, vectors), extracted, total
             )
-        yield from _drain(summary, in_flight)
-        return writer.submit(self._write, batch, library, chunks, (embedder, vectors), extracted, total)
+            handed = True
+            return written
+        finally:
+            if not handed:  # failed, cancelled, or the run closed: nobody waits for its entities
+                dropped.set()
 
     def embed(
         self,
@@ -491,15 +500,20 @@ class IngestPipeline:
             for p in batch
         ]
 
-    def _extract(self, chunks: list[Chunk]) -> tuple[list[EntityMention], list[Relation]]:
+    def _extract(
+        self, chunks: list[Chunk], dropped: threading.Event
+    ) -> tuple[list[EntityMention], list[Relation]]:
         """Entities and relations of a batch; none (logged) when extraction fails, which never
-        fails the documents themselves."""
+        fails the documents themselves; none, stopping at the next chunk, once the batch is
+        `dropped` (it will not be written)."""
         if self._graph is None:
             return [], []
         try:
             with tracer.start_as_current_span("ingest.graph", attributes={"chunks": len(chunks)}):
                 with self._extract_lock:
-                    return self._graph.extract(chunks)
+                    return self._graph.extract(chunks, _checkpoint(dropped))
+        except Cancelled:
+            return [], []
         except Exception:
             log.exception("entity extraction failed for a batch of %d chunks", len(chunks))
             return [], []
@@ -564,8 +578,8 @@ def _failed(source: str, document_id: str, index: int, total: int, reason: str) 
 
 
 def _checkpoint(cancelled: threading.Event | None) -> Callable[[], None]:
-    """What a run calls between the slices of a batch's embedding and enrichment: Cancelled once
-    `cancelled` is set."""
+    """What a run calls between the slices of a batch's embedding, enrichment and extraction:
+    Cancelled once `cancelled` is set."""
 
     def check() -> None:
         if cancelled is not None and cancelled.is_set():

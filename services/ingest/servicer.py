@@ -105,13 +105,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
             items.extend(Rejected(u, why) for u, why in skipped)
         async with self._writer():
             roots = resolved(request.paths) if request.prune else []
-            token = object()
-            cancelled = threading.Event()  # a cancelled ingest drops the batch it is embedding
-
-            def interrupt() -> None:
-                cancelled.set()
-                self._pipeline.interrupt(token)
-
+            token, cancelled, interrupt = self._stopper()
             events = self._pipeline.run(
                 items,
                 library,
@@ -130,16 +124,21 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         sources = self._registry_of_sources()
         self._source_request(request)
         async with self._writer():
-            token = object()
-            cancelled = threading.Event()  # a cancelled sync stops its listing and its embedding
-
-            def interrupt() -> None:
-                cancelled.set()
-                self._pipeline.interrupt(token)
-
+            token, cancelled, interrupt = self._stopper()
             events = sources.sync.run(request.source, auth.current().acl, token, cancelled)
             async for event in _read_ahead(events, interrupt):
                 yield _event_pb(event)
+
+    def _stopper(self) -> tuple[object, threading.Event, Callable[[], None]]:
+        """A run's token (its parse in the parser pool), the event its listing, embedding and
+        extraction watch, and what stops both: `_read_ahead` calls it when the call is cancelled."""
+        token, cancelled = object(), threading.Event()
+
+        def interrupt() -> None:
+            cancelled.set()
+            self._pipeline.interrupt(token)
+
+        return token, cancelled, interrupt
 
     def _source_request(self, request: ingest_pb2.IngestRequest) -> str:
         """The library of the source a request syncs, once the request is checked."""

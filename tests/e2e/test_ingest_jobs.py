@@ -135,13 +135,15 @@ async def test_a_cancel_between_the_claim_and_the_start_is_kept(
         await stack.stop()
 
 
+@pytest.mark.parametrize("graph", [False, True])
 async def test_a_cancel_while_the_batch_is_embedded_returns_within_a_slice(
-    tmp_path: Path, resources: Resources
+    tmp_path: Path, resources: Resources, graph: bool
 ) -> None:
     """CancelIngestJob while the job's batch of chunks is being embedded (about ten seconds of it
-    on two cores): the call returns once the slice in hand is done, not after the batch (it took
-    seven seconds before), nothing of the batch is indexed, and the queue goes on."""
-    cfg = make_config(tmp_path / "data", ingest={"graph": False})
+    on two cores) and, with the graph on, its entities extracted beside: the call returns once
+    the slice in hand is done, not after the batch (it took seven seconds before, five with the
+    graph once the embedding stopped), nothing of the batch is indexed, and the queue goes on."""
+    cfg = make_config(tmp_path / "data", ingest={"graph": graph})
     survey = tmp_path / "survey.md"
     survey.write_text(
         "# Survey\n\n"

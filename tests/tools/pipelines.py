@@ -35,9 +35,9 @@ def plain_pipeline(
 
 
 def graph_pipeline(
-    root: Path, lance: Path, embedder: Any, extractor: EntityExtractor
+    root: Path, lance: Path, embedder: Any, extractor: EntityExtractor, **options: Any
 ) -> tuple[IngestPipeline, VectorStore]:
-    """The pipeline and its vector store (the writer)."""
+    """The pipeline and its vector store (the writer); `options` as IngestPipeline takes them."""
     vectors = VectorStore(lance, embedder.dimension, writer=True)
     pipeline = IngestPipeline(
         Catalog(state_tools.store(StateConfig(), root, catalog_store)),
@@ -48,5 +48,6 @@ def graph_pipeline(
         overlap_sentences=1,
         max_file_bytes=200_000,
         graph=GraphIndex(GraphStore(lance, embedder.dimension, writer=True), extractor, vectors, seed=7),
+        **options,
     )
     return pipeline, vectors

@@ -130,6 +130,16 @@ def test_windows_go_to_the_embedder_a_slice_at_a_time_and_a_checkpoint_stops_bet
     assert stopped.calls == [EMBED_SLICE]  # the slice in hand was finished, no other started
 
 
+def test_an_embedder_with_a_larger_batch_gets_slices_of_its_batch(embedder) -> None:  # type: ignore[no-untyped-def]
+    """A GPU's `models.batch_size` (up to 1024) is not cut down to EMBED_SLICE."""
+    items = [((f"Plot {i}",), f"{FILLER} {FACT}") for i in range(30)]
+    windows = sum(len(window_texts(h, t, 128, embedder)) for h, t in items)
+    large = _Counting(embedder)
+    large.batch_size = 100  # type: ignore[attr-defined]
+    embed_chunks(large, items, 128)
+    assert large.calls[0] == 100 and sum(large.calls) == windows and len(large.calls) == -(-windows // 100)
+
+
 def test_a_cancelled_run_drops_its_batch_within_a_slice_and_keeps_the_batch_before(  # type: ignore[no-untyped-def]
     tmp_path: Path, embedder
 ) -> None:

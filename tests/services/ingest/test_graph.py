@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from ragstack.domain import Chunk, IngestSummary, SearchFilter
+from ragstack.errors import Cancelled
 from ragstack.guard.paths import PathGuard
 from ragstack.stores.graph import GraphStore
 from ragstack.stores.vectors import VectorStore
@@ -243,3 +246,91 @@ def test_inspection_stats_communities_and_graphml(stores: Stores, tmp_path: Path
     assert listed.exit_code == 0 and len(listed.output.splitlines()) == 2
     exported = CliRunner().invoke(cli, [*config, "graph", "export", str(tmp_path / "cli.graphml")])
     assert exported.exit_code == 0 and f"wrote {nodes} entities and {edges} relations" in exported.output
+
+
+def test_a_checkpoint_that_raises_stops_the_extraction(extractor: EntityExtractor) -> None:
+    chunks = [
+        Chunk(f"d:{i}", "d", "lib", f"Marie Curie met Niels Bohr in Brussels in {1900 + i}.")
+        for i in range(6)
+    ]
+    looks: list[int] = []
+
+    def checkpoint() -> None:
+        looks.append(1)
+        if len(looks) == 3:
+            raise Cancelled("stop")
+
+    with pytest.raises(Cancelled):
+        extractor.extract(chunks, checkpoint)
+    assert len(looks) == 3  # stopped at the third chunk it was to read, not after all six
+
+
+class _Slow:
+    """The real extractor, slowed the way an LLM's is (a pause before each chunk it reads), noting
+    when it starts on `source`'s chunks and whether a checkpoint stopped it there."""
+
+    def __init__(self, inner: EntityExtractor, source: str) -> None:
+        self._inner = inner
+        self._source = source
+        self.name = inner.name
+        self.started = threading.Event()
+        self.stopped = threading.Event()
+
+    def extract(self, chunks, checkpoint=lambda: None):  # type: ignore[no-untyped-def]
+        if not any(c.source == self._source for c in chunks):
+            return self._inner.extract(chunks, checkpoint)
+        self.started.set()
+
+        def slowly() -> None:
+            time.sleep(0.05)
+            checkpoint()
+
+        try:
+            return self._inner.extract(chunks, slowly)
+        except Cancelled:
+            self.stopped.set()
+            raise
+
+
+def test_a_cancel_stops_the_dropped_batchs_extraction_and_keeps_the_written_batchs_entities(  # type: ignore[no-untyped-def]
+    tmp_path: Path, embedder, extractor: EntityExtractor
+) -> None:
+    """A batch dropped by a cancel while it is embedded stops its entity extraction too (beside
+    the embedding, on the writer thread); the batch written before it keeps all its entities."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Radium\n\nMarie Curie and Pierre Curie isolated radium in Paris.\n")
+    (docs / "b.md").write_text(
+        "# Survey\n\n"
+        + "\n\n".join(
+            f"## Plot {i}\n\n"
+            + " ".join(f"Ada Lovelace met Charles Babbage in London, visit {i}.{j}." for j in range(12))
+            for i in range(60)
+        )
+    )
+    watched = _Slow(extractor, str(docs / "b.md"))
+    cancelled = threading.Event()
+
+    class Cancelling:  # the real embedder; the run is cancelled in b.md's first slice
+        dimension = embedder.dimension
+        calls = 0
+
+        def embed(self, texts):  # type: ignore[no-untyped-def]
+            Cancelling.calls += 1
+            if Cancelling.calls == 2:
+                assert watched.started.wait(10)  # b.md's extraction has begun beside its embedding
+                cancelled.set()
+            return embedder.embed(texts)
+
+        def count_tokens(self, text: str) -> int:
+            return int(embedder.count_tokens(text))
+
+    pipeline, _ = graph_pipeline(tmp_path, tmp_path / "lance", Cancelling(), watched, batch_chunks=1)  # type: ignore[arg-type]
+    with pytest.raises(Cancelled):
+        for _ in pipeline.run(collect_paths([str(docs)], EVERYWHERE), "default", cancelled=cancelled):
+            pass
+    assert watched.stopped.is_set()  # b.md's extraction was stopped, not run to its end
+    assert [d.source for d in pipeline.list_documents("default", None)] == [str(docs / "a.md")]
+    graph = GraphStore(tmp_path / "lance", embedder.dimension)
+    a = pipeline.list_documents("default", None)[0].document_id
+    assert {"marie curie", "pierre curie", "paris"} <= graph.keys_of("default", [a])

@@ -13,6 +13,7 @@ import pytest
 
 from ragstack.config import LLMConfig
 from ragstack.domain import Chunk
+from ragstack.errors import Cancelled
 from ragstack.llm import LLM
 from ragstack.stores.graph import GraphStore
 from ragstack.stores.vectors import VectorStore
@@ -131,3 +132,20 @@ def test_community_summaries_by_the_llm_keep_the_extractive_part(tmp_path: Path,
     assert rest.startswith("Entities: Toto (ORG)")
     material = fake.requests[-1]["messages"][1]["content"]
     assert material.startswith("<material>\n") and "Jeff Porcaro" in material
+
+
+def test_a_checkpoint_that_raises_stops_the_llm_extraction_before_the_next_chunk(
+    offline: EntityExtractor,
+) -> None:
+    looks: list[int] = []
+
+    def checkpoint() -> None:  # a dropped batch's: raising on its second look
+        looks.append(1)
+        if len(looks) == 2:
+            raise Cancelled("stop")
+
+    with OllamaServer("test", scripted(json.dumps(GOOD))).serve() as fake:
+        extractor = LLMExtractor(llm_for(fake), offline)
+        with pytest.raises(Cancelled):
+            extractor.extract([chunk(cid=f"d:{i}") for i in range(4)], checkpoint)
+    assert len([r for r in fake.requests if "messages" in r]) == 1  # one chunk asked about, not four
