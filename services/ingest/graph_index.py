@@ -225,6 +225,11 @@ class GraphIndex:
                 library, communities, np.vstack(self._centroids(library, communities))
             )
 
+    def stale(self, library: str) -> bool:
+        """Whether documents were written since the last refresh: a run that wrote them was
+        stopped before its refresh (a cancel during its last write)."""
+        return bool(self._touched.get(library))
+
     def counts(self, library: str) -> CommunityCounts:
         entities, relations, communities = self._store.counts(library)
         return CommunityCounts(entities, relations, communities, 0)

@@ -250,7 +250,8 @@ class IngestPipeline:
         seen = {doc.document_id for doc in docs if isinstance(doc, DocItem)}
         yield from self._prune(library, prune_roots, seen, summary, len(docs), caller, set(removals))
         if self._graph is not None:
-            self._refresh_graph(library, summary, changed=bool(summary.indexed or summary.removed))
+            changed = bool(summary.indexed or summary.removed) or self._graph.stale(library)
+            self._refresh_graph(library, summary, changed)
         summary.seconds = self._clock() - start
         yield summary
 

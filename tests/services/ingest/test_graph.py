@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragstack.domain import Chunk, IngestSummary, SearchFilter
+from ragstack.domain import Chunk, FileProgress, FileStage, IngestSummary, SearchFilter
 from ragstack.errors import Cancelled
 from ragstack.guard.paths import PathGuard
 from ragstack.stores.graph import GraphStore
@@ -334,3 +334,18 @@ def test_a_cancel_stops_the_dropped_batchs_extraction_and_keeps_the_written_batc
     graph = GraphStore(tmp_path / "lance", embedder.dimension)
     a = pipeline.list_documents("default", None)[0].document_id
     assert {"marie curie", "pierre curie", "paris"} <= graph.keys_of("default", [a])
+
+
+def test_communities_a_stopped_run_left_out_are_made_by_the_next_run(stores: Stores) -> None:
+    """A run stopped once its last batch is written (a cancel then) skips the communities; the next
+    run, finding every document unchanged, makes them."""
+    events = stores.pipeline.run(collect_paths([str(stores.docs)], EVERYWHERE), "default")
+    for event in events:
+        if isinstance(event, FileProgress) and event.stage is FileStage.INDEXED:
+            break
+    events.close()  # what the events' reader does when the call is cancelled
+    written = stores.pipeline.list_documents("default")
+    assert written and stores.communities() == {}
+    summary = stores.ingest()
+    assert summary.indexed == len(list(stores.docs.glob("*.md"))) - len(written)
+    assert summary.communities == len(stores.communities()) >= 3
