@@ -584,7 +584,7 @@ def _checkpoint(cancelled: threading.Event | None) -> Callable[[], None]:
 
     def check() -> None:
         if cancelled is not None and cancelled.is_set():
-            raise Cancelled("the ingest was cancelled; the batch being embedded was dropped")
+            raise Cancelled("the ingest was cancelled; the batch in hand was dropped")
 
     return check
 

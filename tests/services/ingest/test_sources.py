@@ -329,6 +329,20 @@ def test_a_pause_after_the_scans_last_look_cancels_the_job_its_poll_queues(
     assert world.jobs.active("notes", "alice") == by_hand.job_id
 
 
+def _cancelled_once_it_ingests(world: World, monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """A sync's cancel event, set as the sync hands its items to the pipeline (after the listing:
+    the job was cancelled while it ingests)."""
+    cancelled = threading.Event()
+    run = world.pipeline.run
+
+    def cancelled_as_it_ingests(*args, **kwargs):  # type: ignore[no-untyped-def]
+        cancelled.set()
+        return run(*args, **kwargs)
+
+    monkeypatch.setattr(world.pipeline, "run", cancelled_as_it_ingests)
+    return cancelled
+
+
 def test_a_failure_once_the_sync_is_cancelled_is_not_held_against_the_item(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -336,14 +350,7 @@ def test_a_failure_once_the_sync_is_cancelled_is_not_held_against_the_item(
     failure is the cancel's, so the item keeps its attempts and the resume tries it at once."""
     world.write("big.md", "# Big\n\n" + "The tide comes in twice a day. " * 1000)  # over max_file_bytes
     world.add()
-    cancelled = threading.Event()
-    run = world.pipeline.run
-
-    def cancelled_as_it_ingests(*args, **kwargs):  # type: ignore[no-untyped-def]
-        cancelled.set()  # after the listing: the job was cancelled while it ingests
-        return run(*args, **kwargs)
-
-    monkeypatch.setattr(world.pipeline, "run", cancelled_as_it_ingests)
+    cancelled = _cancelled_once_it_ingests(world, monkeypatch)
     events = list(world.sync.run("notes", cancelled=cancelled))
     assert [e.stage for e in events if isinstance(e, FileProgress)][-1] is FileStage.FAILED
     assert world.store.failures("notes") == {}
@@ -359,20 +366,13 @@ def test_a_sync_cancelled_as_it_embeds_drops_the_batch_and_the_next_sync_indexes
     nothing is held against its items, and the next sync indexes them."""
     world.write("a.md", "# A\n\nApples grow in the northern orchard.")
     world.add()
-    cancelled = threading.Event()
-    run = world.pipeline.run
-
-    def cancelled_as_it_ingests(*args, **kwargs):  # type: ignore[no-untyped-def]
-        cancelled.set()  # after the listing: the job was cancelled while it ingests
-        return run(*args, **kwargs)
-
-    monkeypatch.setattr(world.pipeline, "run", cancelled_as_it_ingests)
+    cancelled = _cancelled_once_it_ingests(world, monkeypatch)
     with pytest.raises(Cancelled):
         list(world.sync.run("notes", cancelled=cancelled))
     assert world.store.failures("notes") == {}
     assert world.pipeline.list_documents("lib", None) == []
 
-    monkeypatch.setattr(world.pipeline, "run", run)
+    monkeypatch.undo()
     summary = list(world.sync.run("notes"))[-1]
     assert isinstance(summary, IngestSummary) and summary.indexed == 1
 
