@@ -45,7 +45,17 @@ def _first(db: StateDB) -> None:
         ensure_column(db, "documents", "groups", "TEXT NOT NULL DEFAULT '[]'")
 
 
-MIGRATIONS = (Migration(1, "documents and the batch journal", _first),)
+MIGRATIONS = (
+    Migration(1, "documents and the batch journal", _first),
+    # A library's graph rows changed since its communities were last made (set with the batch's
+    # catalog rows, cleared by the refresh): a refresh that a cancel, a crash or a failure skipped
+    # is made by the next run, in whichever process.
+    Migration(
+        2,
+        "libraries whose graph communities wait for a refresh",
+        "CREATE TABLE IF NOT EXISTS graph_stale (library TEXT PRIMARY KEY)",
+    ),
+)
 
 
 class Catalog:
@@ -63,14 +73,32 @@ class Catalog:
         row = self._db.one("SELECT record FROM journal WHERE id = 1")
         return str(row[0]) if row else None
 
-    def end_batch(self, docs: Iterable[Document] = (), removed: Iterable[tuple[str, str]] = ()) -> None:
+    def end_batch(
+        self,
+        docs: Iterable[Document] = (),
+        removed: Iterable[tuple[str, str]] = (),
+        graph_of: str | None = None,
+    ) -> None:
         """The batch's catalog rows (`docs` written, `removed`: (library, document id) gone) and the
-        end of its journal entry, in one transaction."""
+        end of its journal entry, in one transaction. `graph_of`: the library whose graph rows the
+        batch replaced: its communities now wait for a refresh (`graph_stale`)."""
         rows = [_row(d) for d in docs]
         with self._db.transaction() as db:
             db.executemany("DELETE FROM documents WHERE library = ? AND document_id = ?", list(removed))
             db.executemany(_INSERT, rows)
+            if graph_of is not None:
+                db.execute(
+                    "INSERT INTO graph_stale (library) VALUES (?) ON CONFLICT (library) DO NOTHING",
+                    (graph_of,),
+                )
             db.execute("DELETE FROM journal WHERE id = 1")
+
+    def graph_stale(self, library: str) -> bool:
+        """Whether the library's graph changed since its communities were last made."""
+        return self._db.one("SELECT 1 FROM graph_stale WHERE library = ?", (library,)) is not None
+
+    def graph_refreshed(self, library: str) -> None:
+        self._db.execute("DELETE FROM graph_stale WHERE library = ?", (library,))
 
     def get(self, library: str, document_id: str) -> Document | None:
         row = self._db.one(

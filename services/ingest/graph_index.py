@@ -225,18 +225,15 @@ class GraphIndex:
                 library, communities, np.vstack(self._centroids(library, communities))
             )
 
-    def stale(self, library: str) -> bool:
-        """Whether documents were written since the last refresh: a run that wrote them was
-        stopped before its refresh (a cancel during its last write)."""
-        return bool(self._touched.get(library))
-
     def counts(self, library: str) -> CommunityCounts:
         entities, relations, communities = self._store.counts(library)
         return CommunityCounts(entities, relations, communities, 0)
 
     def refresh(self, library: str) -> CommunityCounts:
-        """Recomputes the communities; only those touched since the last refresh are summarised."""
-        touched = self._touched.pop(library, set())
+        """Recomputes the communities; only those touched since the last refresh are summarised, or
+        all when this process wrote none of the library's changes since (another worker did, or a
+        process that stopped before its refresh)."""
+        touched = self._touched.pop(library, None)
         nodes, edges = self._store.weighted_edges(library)
         old, old_vectors = self._store.communities(library)
         previous = {c.community_id: (c, old_vectors[i]) for i, c in enumerate(old)}
@@ -245,7 +242,7 @@ class GraphIndex:
         redo: list[list[str]] = []
         for members in detect(nodes, edges, self._seed, self._resolution):
             cid = community_id(library, members)
-            if cid in previous and not touched.intersection(members):
+            if cid in previous and touched is not None and not touched.intersection(members):
                 kept.append(previous[cid][0])
                 vectors.append(previous[cid][1])
             else:

@@ -216,30 +216,23 @@ class IngestPipeline:
             ) as ahead,
         ):
             in_flight: Future[list[FileProgress]] | None = None
-            for (index, doc), prepared in ahead:
-                if isinstance(doc, Rejected):
-                    yield _count(summary, _failed(doc.source, "", index, len(docs), doc.reason))
-                    continue
-                if isinstance(prepared, Exception):
-                    reason = _reason(prepared)
-                    yield _count(summary, _failed(doc.source, doc.document_id, index, len(docs), reason))
-                    continue
-                if prepared is None:
-                    summary.unchanged += 1
-                    yield FileProgress(doc.source, FileStage.UNCHANGED, index, len(docs), doc.document_id)
-                    continue
-                n = len(prepared.chunks)
-                yield FileProgress(doc.source, FileStage.PARSED, index, len(docs), doc.document_id)
-                yield FileProgress(doc.source, FileStage.CHUNKED, index, len(docs), doc.document_id, n)
-                pending.append(prepared)
-                if sum(len(p.chunks) for p in pending) >= self._batch_chunks:
-                    in_flight = yield from self._flush(
-                        pending, library, summary, len(docs), writer, in_flight, enriching, checkpoint
-                    )
-                    pending = []
-            in_flight = yield from self._flush(
-                pending, library, summary, len(docs), writer, in_flight, enriching, checkpoint
-            )
+            try:
+                for (index, doc), prepared in ahead:
+                    ready = yield from _announce(index, doc, prepared, summary, len(docs))
+                    if ready is None:
+                        continue
+                    pending.append(ready)
+                    if sum(len(p.chunks) for p in pending) >= self._batch_chunks:
+                        in_flight = yield from self._flush(
+                            pending, library, summary, len(docs), writer, in_flight, enriching, checkpoint
+                        )
+                        pending = []
+                in_flight = yield from self._flush(
+                    pending, library, summary, len(docs), writer, in_flight, enriching, checkpoint
+                )
+            except Cancelled:  # the batch handed over before is written all the same: its outcomes count
+                yield from _drain(summary, in_flight)
+                raise
             yield from _drain(summary, in_flight)
         if summary.indexed:
             try:
@@ -250,8 +243,7 @@ class IngestPipeline:
         seen = {doc.document_id for doc in docs if isinstance(doc, DocItem)}
         yield from self._prune(library, prune_roots, seen, summary, len(docs), caller, set(removals))
         if self._graph is not None:
-            changed = bool(summary.indexed or summary.removed) or self._graph.stale(library)
-            self._refresh_graph(library, summary, changed)
+            self._refresh_graph(library, summary, changed=self._catalog.graph_stale(library))
         summary.seconds = self._clock() - start
         yield summary
 
@@ -259,8 +251,12 @@ class IngestPipeline:
         assert self._graph is not None
         try:
             with tracer.start_as_current_span("ingest.communities"), self._stores.exclusive():
-                counts = self._graph.refresh(library) if changed else self._graph.counts(library)
-        except Exception:  # the chunks are indexed; the next change refreshes the communities again
+                if changed:
+                    counts = self._graph.refresh(library)
+                    self._catalog.graph_refreshed(library)
+                else:
+                    counts = self._graph.counts(library)
+        except Exception:  # the chunks are indexed; the library stays stale: the next run tries again
             log.exception("refreshing the graph communities of %s failed", library)
             return
         summary.entities, summary.relations = counts.entities, counts.relations
@@ -598,6 +594,30 @@ def _count(summary: IngestSummary, event: FileProgress) -> FileProgress:
         summary.indexed += 1
         summary.chunks += event.chunk_count
     return event
+
+
+def _announce(
+    index: int,
+    doc: DocItem | Rejected,
+    prepared: _Prepared | Exception | None,
+    summary: IngestSummary,
+    total: int,
+) -> Generator[FileProgress, None, _Prepared | None]:
+    """A file's events up to its batch; returns it when it has chunks to index (None: it failed or is
+    unchanged)."""
+    if isinstance(doc, Rejected):
+        yield _count(summary, _failed(doc.source, "", index, total, doc.reason))
+        return None
+    if isinstance(prepared, Exception):
+        yield _count(summary, _failed(doc.source, doc.document_id, index, total, _reason(prepared)))
+        return None
+    if prepared is None:
+        summary.unchanged += 1
+        yield FileProgress(doc.source, FileStage.UNCHANGED, index, total, doc.document_id)
+        return None
+    yield FileProgress(doc.source, FileStage.PARSED, index, total, doc.document_id)
+    yield FileProgress(doc.source, FileStage.CHUNKED, index, total, doc.document_id, len(prepared.chunks))
+    return prepared
 
 
 def _drain(summary: IngestSummary, in_flight: Future[list[FileProgress]] | None) -> Iterator[FileProgress]:

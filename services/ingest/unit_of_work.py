@@ -165,7 +165,8 @@ class UnitOfWork:
         if self._graph is not None:
             self._graph.write(library, ids, change.mentions, change.relations, groups=change.groups)
         self._lexical.replace_documents(library, ids, change.chunks, change.pages)
-        self._catalog.end_batch(change.documents, [(library, d) for d in change.removed])
+        graph_of = library if self._graph is not None else None
+        self._catalog.end_batch(change.documents, [(library, d) for d in change.removed], graph_of)
 
     def _journal_entry(self, change: Change) -> str:
         db = self._vectors.connection()
@@ -174,6 +175,7 @@ class UnitOfWork:
             {
                 "documents": [d.__dict__ for d in change.documents],
                 "removed": [[change.library, d] for d in change.removed],
+                "library": change.library,
                 "lancedb": tables,
                 "tantivy": self._lexical.opstamp(),
             }
@@ -190,6 +192,7 @@ class UnitOfWork:
             self._catalog.end_batch(
                 [Document(**{**d, "groups": tuple(d.get("groups", ()))}) for d in docs],
                 [(library, doc) for library, doc in removed],
+                entry.get("library") if self._graph is not None else None,  # (journals before it had none)
             )
             log.warning("a unit of %s was finished after an interruption", what)
             return "forward"

@@ -50,17 +50,18 @@ def test_a_schema_change_is_refused_until_migrated(
     catalog_db.close()
 
     # The next release adds a column to the catalog.
+    now = len(catalog.MIGRATIONS)
     newer = (
         *catalog.MIGRATIONS,
-        Migration(2, "documents get a note", "ALTER TABLE documents ADD COLUMN note TEXT"),
+        Migration(now + 1, "documents get a note", "ALTER TABLE documents ADD COLUMN note TEXT"),
     )
     monkeypatch.setattr(catalog, "MIGRATIONS", newer)
     with pytest.raises(
-        MigrationRequired, match=r"catalog.*version 1.*2: documents get a note.*ragstack migrate"
+        MigrationRequired, match=rf"catalog.*version {now}.*{now + 1}: documents get a note.*ragstack migrate"
     ):
         open_state(state_config, tmp_path / "data", catalog.STORE, catalog.MIGRATIONS)
     check = CliRunner().invoke(cli, [*args, "migrate", "--check", "--service", "ingest"])
-    assert check.exit_code == 1 and "catalog: pending 2: documents get a note" in check.output
+    assert check.exit_code == 1 and f"catalog: pending {now + 1}: documents get a note" in check.output
 
     assert CliRunner().invoke(cli, [*args, "migrate", "--service", "ingest"]).exit_code == 0
     db = open_state(state_config, tmp_path / "data", catalog.STORE, catalog.MIGRATIONS)

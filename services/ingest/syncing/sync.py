@@ -204,20 +204,24 @@ class SourceSync:
         """Passes the pipeline's events on, recording each item's outcome as it comes. Once the
         sync is cancelled, a failure is the cancel's doing (a parse stopped): not the item's."""
         settled: dict[str, str] = {}  # document id -> revision, found unchanged by their bytes
-        for event in events:
-            if isinstance(event, IngestSummary):
-                _merge(summary, event)
-                continue
-            if event.stage is FileStage.FAILED:
-                if cancelled is None or not cancelled.is_set():
-                    self._store.item_failed(name, event.source, revisions.get(event.source, ""), event.reason)
-            elif event.stage in (FileStage.INDEXED, FileStage.UNCHANGED):
-                self._store.items_ok(name, [event.source])
-                if event.stage is FileStage.UNCHANGED and event.source in revisions:
-                    settled[event.document_id] = revisions[event.source]
-            yield event
-        if settled:
-            self._pipeline.note_revisions(scan.library, settled)
+        try:
+            for event in events:
+                if isinstance(event, IngestSummary):
+                    _merge(summary, event)
+                    continue
+                if event.stage is FileStage.FAILED:
+                    if cancelled is None or not cancelled.is_set():
+                        self._store.item_failed(
+                            name, event.source, revisions.get(event.source, ""), event.reason
+                        )
+                elif event.stage in (FileStage.INDEXED, FileStage.UNCHANGED):
+                    self._store.items_ok(name, [event.source])
+                    if event.stage is FileStage.UNCHANGED and event.source in revisions:
+                        settled[event.document_id] = revisions[event.source]
+                yield event
+        finally:  # also when the sync is cancelled: what was found unchanged before it stays found
+            if settled:
+                self._pipeline.note_revisions(scan.library, settled)
 
 
 def _merge(into: IngestSummary, other: IngestSummary) -> None:

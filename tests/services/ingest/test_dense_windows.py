@@ -162,5 +162,6 @@ def test_a_cancelled_run_drops_its_batch_within_a_slice_and_keeps_the_batch_befo
     assert counting.calls[0] == 1 and counting.calls[1] == EMBED_SLICE and len(counting.calls) == 2
     assert [d.source for d in pipeline.list_documents("default", None)] == [str(docs / "a.md")]
     assert not any(e.source.endswith("b.md") and e.stage.name == "FAILED" for e in events)
+    assert [e.source for e in events if e.stage.name == "INDEXED"] == [str(docs / "a.md")]  # reported too
     again = list(pipeline.run(collect_paths([str(docs)], EVERYWHERE), "default"))
     assert again[-1].indexed == 1 and again[-1].unchanged == 1

@@ -336,9 +336,13 @@ def test_a_cancel_stops_the_dropped_batchs_extraction_and_keeps_the_written_batc
     assert {"marie curie", "pierre curie", "paris"} <= graph.keys_of("default", [a])
 
 
-def test_communities_a_stopped_run_left_out_are_made_by_the_next_run(stores: Stores) -> None:
+@pytest.mark.parametrize("restarted", [False, True], ids=["same process", "after a restart"])
+def test_communities_a_stopped_run_left_out_are_made_by_the_next_run(
+    stores: Stores, tmp_path: Path, embedder, extractor: EntityExtractor, restarted: bool
+) -> None:
     """A run stopped once its last batch is written (a cancel then) skips the communities; the next
-    run, finding every document unchanged, makes them."""
+    run, finding every document unchanged, makes them, also in a process that did not write them
+    (the library's stale mark is in the catalog): then every community is summarised anew."""
     events = stores.pipeline.run(collect_paths([str(stores.docs)], EVERYWHERE), "default")
     for event in events:
         if isinstance(event, FileProgress) and event.stage is FileStage.INDEXED:
@@ -346,6 +350,39 @@ def test_communities_a_stopped_run_left_out_are_made_by_the_next_run(stores: Sto
     events.close()  # what the events' reader does when the call is cancelled
     written = stores.pipeline.list_documents("default")
     assert written and stores.communities() == {}
+    if restarted:
+        stores.pipeline._lexical.close()  # the stopped process lets go of the lexical writer
+        stores.pipeline, stores.vectors = graph_pipeline(
+            tmp_path, tmp_path / "data" / "lancedb", embedder, extractor
+        )
     summary = stores.ingest()
     assert summary.indexed == len(list(stores.docs.glob("*.md"))) - len(written)
-    assert summary.communities == len(stores.communities()) >= 3
+    assert summary.communities == summary.communities_summarized == len(stores.communities()) >= 3
+    assert stores.ingest().communities_summarized == 0  # made: the mark is gone
+
+
+class Crash(BaseException):
+    """Stands for kill -9: nothing after it runs, no `except Exception` catches it."""
+
+
+def test_a_unit_a_crash_stopped_is_finished_with_its_communities_due(
+    stores: Stores, tmp_path: Path, embedder, extractor: EntityExtractor
+) -> None:
+    """A crash after the stores' commits but before the catalog's: the next start finishes the unit
+    (services/ingest/unit_of_work.py) and marks the library's communities due, so the next run
+    makes them though it finds every document unchanged."""
+
+    def crash(*args: object, **kwargs: object) -> None:
+        raise Crash
+
+    stores.pipeline._catalog.end_batch = crash  # type: ignore[method-assign]
+    with pytest.raises(Crash):
+        stores.ingest()
+    stores.pipeline._lexical.close()
+    stores.pipeline, stores.vectors = graph_pipeline(
+        tmp_path, tmp_path / "data" / "lancedb", embedder, extractor
+    )
+    written = stores.pipeline.list_documents("default")
+    assert written and stores.communities() == {}  # finished forward, no communities yet
+    summary = stores.ingest()
+    assert summary.unchanged == len(written) and summary.communities == len(stores.communities()) >= 3

@@ -377,6 +377,50 @@ def test_a_sync_cancelled_as_it_embeds_drops_the_batch_and_the_next_sync_indexes
     assert isinstance(summary, IngestSummary) and summary.indexed == 1
 
 
+def test_a_sync_cancelled_mid_ingest_keeps_the_outcomes_of_what_it_finished(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cancelled while the third file is embedded: the second, written in the batch before, is
+    reported indexed and its earlier failure cleared; the first, found unchanged by its bytes, keeps
+    its new revision, so the next poll needs no read to tell."""
+    for name, text in (
+        ("a.md", "Apples grow north."),
+        ("b.md", "Beets grow south."),
+        ("c.md", "Corn grows."),
+    ):
+        world.write(name, f"# {name}\n\n{text}")
+    world.add()
+    world.sync_now()
+    a = world.write("a.md", "# a.md\n\nApples grow north.")  # the same bytes, a new mtime
+    os.utime(a, ns=(a.stat().st_mtime_ns + 10**9,) * 2)
+    b = str(world.write("b.md", "# b.md\n\nBeets grow east now.").resolve())
+    world.write("c.md", "# c.md\n\nCorn grows taller now.")
+    world.store.item_failed("notes", b, "an earlier revision", "a failure of an earlier attempt")
+    before = world.indexed()
+    monkeypatch.setattr(world.pipeline, "_batch_chunks", 1)  # a batch a file
+    cancelled = threading.Event()
+    embed = world.pipeline.embed
+    calls: list[int] = []
+
+    def cancel_at_the_second_batch(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        if len(calls) == 2:
+            cancelled.set()
+        return embed(*args, **kwargs)
+
+    monkeypatch.setattr(world.pipeline, "embed", cancel_at_the_second_batch)
+    events: list[FileProgress] = []
+    with pytest.raises(Cancelled):
+        for event in world.sync.run("notes", cancelled=cancelled):
+            events.append(event)  # type: ignore[arg-type]
+    assert [e.source for e in events if e.stage is FileStage.INDEXED] == [b]
+    assert world.store.failures("notes") == {}
+    after = world.indexed()
+    a_source, c_source = str(a.resolve()), str((world.folder / "c.md").resolve())
+    assert after[a_source] != before[a_source]  # the unchanged file's new revision was noted
+    assert after[c_source] == before[c_source]  # the dropped batch left the old document
+
+
 def test_one_job_at_a_time_per_source(world: World) -> None:
     world.write("a.md", "# A\n\nApples grow in the northern orchard.")
     world.add()
