@@ -196,9 +196,9 @@ class IngestPipeline:
             if isinstance(doc, Rejected):
                 return None
             if remote is not None and remote.converts(doc.source, doc.kind):
-                return self._prepare(doc, library, known, index, acl, caller, token)
+                return self._prepare(doc, library, known, index, acl, caller, token, cancelled)
             with local:
-                return self._prepare(doc, library, known, index, acl, caller, token)
+                return self._prepare(doc, library, known, index, acl, caller, token, cancelled)
 
         pending: list[_Prepared] = []
         # Leaving the block stops the parsing ahead (the files in hand are finished) and waits for
@@ -297,6 +297,7 @@ class IngestPipeline:
         groups: tuple[str, ...],
         caller: tuple[str, ...] | None,
         token: object,
+        cancelled: threading.Event | None,
     ) -> _Prepared | None:
         state = known.get(item.document_id)
         if state is not None and not acl_allows(caller, state[1]):
@@ -319,7 +320,7 @@ class IngestPipeline:
             if self._converter is not None and self._converter.converts(item.source, item.kind):
                 # On this thread, not in a parser process: why in services/ingest/remote_convert.py.
                 parsed = self._converter.parse(
-                    item.source, data, item.kind, self._budgets, self._parser, token
+                    item.source, data, item.kind, self._budgets, self._parser, token, cancelled
                 )
             elif self._parser is not None and is_heavy(item.source, item.kind):
                 parsed = self._parser.parse(item.source, data, item.kind, owner=token)

@@ -15,7 +15,7 @@ the request (its time bounded by the timeouts, the answer's size by
 `ingest.docling_serve_max_response_mb`) and linear passes over the document. A parser process
 would only hold one of the few worker slots (`ingest.parse_workers`) while waiting on the network,
 and cap the requests in flight at their count, where the server is there to take more. The cap
-is `ingest.docling_serve_max_concurrent` requests at once, a semaphore per process. OCR stays
+is `ingest.docling_serve_max_concurrent` requests at once, the threads of one pool per process. OCR stays
 local and in a parser process: a PDF whose pages lack a text layer is read there whole (the same
 result, from the same code; the server's answer is dropped).
 
@@ -23,6 +23,10 @@ A server that requires an API key (docling-serve's `DOCLING_SERVE_API_KEY`) is s
 `X-Api-Key` header of every request. The key is read from the environment variable that
 `ingest.docling_serve_api_key_env` names, once, when the service starts (a missing or empty one
 stops the start, naming the variable); it is never in the config, a log line or an error message.
+
+A cancelled ingest (CancelIngestJob, a sync's pause, SIGTERM) stops waiting for its files at once:
+those not yet sent never are, and those in flight fail the file; the server is left to finish
+them, and each keeps its place under the cap until it answers, since the server is still busy.
 
 Failures fail the file, never the batch: the server's status and its message
 (`docling-serve at URL answered 500: ...`), a refused connection, a timeout, an answer too large or
@@ -37,6 +41,9 @@ import os
 import threading
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait as wait_for
+from functools import partial
 from importlib.util import find_spec
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
@@ -92,6 +99,8 @@ OPTIONS = {
 }
 _ERROR_BODY_BYTES = 64 * 1024  # of an error answer, read for its message
 _MESSAGE_CHARS = 300
+STOPPED = "the conversion was stopped: its ingest was cancelled or the service is stopping"
+_STOP_CHECK_S = 0.05  # how soon a waiting file sees its ingest's cancel
 
 
 class DoclingServe:
@@ -121,7 +130,11 @@ class DoclingServe:
         self._connect_timeout_s = connect_timeout_s
         self._max_bytes = int(max_response_mb * 1024 * 1024)
         self._max_response_mb = max_response_mb
-        self._slots = threading.BoundedSemaphore(max_concurrent)
+        # The cap: a request waits its turn for one of these threads, and keeps it until the server
+        # has answered, also when the file's ingest stopped waiting for it (the server still works).
+        self._requests = ThreadPoolExecutor(
+            max_workers=max_concurrent, thread_name_prefix="docling-serve-request"
+        )
         # trust_env=False: no proxy or certificate settings from the environment (config only).
         self._client = httpx.Client(
             timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
@@ -165,20 +178,24 @@ class DoclingServe:
         budgets: Budgets | None = None,
         pool: ParsePool | None = None,
         owner: object = None,
+        stop: threading.Event | None = None,
     ) -> readers.Parsed:
         """readers.parse with the conversion done by the server. A PDF with pages without a text
         layer is parsed locally instead, by `pool` (OCR runs in a parser process), or here when
-        there is no pool (then only the missing pages are read by OCR)."""
+        there is no pool (then only the missing pages are read by OCR). Once `stop` is set (the
+        ingest was cancelled) the file fails at once: see `document`."""
+        convert = partial(self.document, stop=stop)
         try:
-            return readers.parse(name, data, kind, budgets, remote=self.document, ocr=pool is None)
+            return readers.parse(name, data, kind, budgets, remote=convert, ocr=pool is None)
         except PagesNeedOcr as err:
             assert pool is not None
             log.info("%s: %s; read locally, with OCR", name, err)
             return pool.parse(name, data, kind, owner=owner)
 
-    def document(self, name: str, data: bytes) -> DoclingDocument:
+    def document(self, name: str, data: bytes, stop: threading.Event | None = None) -> DoclingDocument:
         """The file `name` converted by the server (one request). Raises a RagstackError naming
-        the server and what went wrong."""
+        the server and what went wrong. Once `stop` is set, Unavailable: a request still waiting
+        for its turn is never sent, one in flight is no longer waited for."""
         if find_spec("docling_core") is None:
             raise MissingExtra(
                 "converting with docling-serve needs the `docling` extra: pip install 'ragstack[docling]'"
@@ -191,9 +208,7 @@ class DoclingServe:
         media_type = readers.DOCLING.get(suffix, "application/pdf")
         form = {**OPTIONS, "from_formats": FORMATS[suffix]}
         try:
-            with self._slots:
-                raw = self._post(name, data, media_type, form)
-            return self._read(raw)
+            return self._read(self._answer(name, data, media_type, form, stop))
         except Exception as err:
             scrubbed = self._scrubbed(err)
             if scrubbed is err:
@@ -201,7 +216,23 @@ class DoclingServe:
             raise scrubbed from None
 
     def close(self) -> None:
+        self._requests.shutdown(wait=False, cancel_futures=True)
         self._client.close()
+
+    def _answer(
+        self, name: str, data: bytes, media_type: str, form: dict[str, str], stop: threading.Event | None
+    ) -> bytes:
+        if stop is not None and stop.is_set():
+            raise Unavailable(STOPPED)
+        try:
+            request = self._requests.submit(self._post, name, data, media_type, form)
+        except RuntimeError:  # closed: the service is stopping
+            raise Unavailable(STOPPED) from None
+        while stop is not None and not wait_for([request], timeout=_STOP_CHECK_S).done:
+            if stop.is_set():
+                request.cancel()  # sent already: the answer is dropped when it comes
+                raise Unavailable(STOPPED)
+        return request.result()
 
     def _post(self, name: str, data: bytes, media_type: str, form: dict[str, str]) -> bytes:
         deadline = time.monotonic() + self._timeout_s

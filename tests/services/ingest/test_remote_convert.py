@@ -481,6 +481,84 @@ def test_a_run_stopped_by_its_reader_stops_converting(
     assert len(docling.requests) == sent  # nothing started after
 
 
+def _in_flight_within(docling: DoclingServeServer, n: int, seconds: float = 20.0) -> None:
+    deadline = time.monotonic() + seconds
+    while docling.in_flight < n:
+        assert time.monotonic() < deadline, "the server never got the request"
+        time.sleep(0.02)
+
+
+def test_a_stopped_conversion_is_no_longer_waited_for_and_a_waiting_one_never_sent(
+    docling: DoclingServeServer,
+) -> None:
+    page = b"<html><body><h1>Held</h1><p>One paragraph of text.</p></body></html>"
+    docling.slow["held.html"] = 60  # answered when the fixture resets the server
+    remote = DoclingServe(docling.url, max_concurrent=1)
+    stop = threading.Event()
+    ended: dict[str, tuple[str, float]] = {}
+
+    def convert(name: str) -> None:
+        try:
+            remote.document(name, page, stop=stop)
+        except Unavailable as err:
+            ended[name] = (str(err), time.monotonic())
+
+    threads = [threading.Thread(target=convert, args=(n,)) for n in ("held.html", "queued.html")]
+    try:
+        threads[0].start()
+        _in_flight_within(docling, 1)
+        threads[1].start()  # waits for the one place under the cap
+        time.sleep(0.2)
+        stopped = time.monotonic()
+        stop.set()
+        for t in threads:
+            t.join(timeout=10)
+        assert sorted(ended) == ["held.html", "queued.html"]
+        assert all("cancelled" in reason and at - stopped < 1.0 for reason, at in ended.values())
+        with pytest.raises(Unavailable, match="cancelled"):
+            remote.document("late.html", page, stop=stop)  # stopped before it was sent
+        assert [r["filename"] for r in docling.requests] == ["held.html"]
+    finally:
+        remote.close()
+
+
+def test_a_cancelled_run_stops_waiting_for_its_conversions(
+    tmp_path: Path,
+    embedder,  # type: ignore[no-untyped-def]
+    docling: DoclingServeServer,
+) -> None:
+    """CancelIngestJob while the server converts: the run ends within a moment, not when the server
+    answers (up to ingest.docling_serve_timeout_s); its files fail as stopped, nothing is indexed."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(4):
+        shutil.copy(DOCS / "docx" / "word_sample.docx", folder / f"{i:02}.docx")
+        docling.slow[f"{i:02}.docx"] = 60
+    remote = DoclingServe(docling.url, max_concurrent=2)
+    pipeline = _pipeline(tmp_path / "store", embedder, remote)
+    cancelled = threading.Event()
+    events: list[FileProgress | IngestSummary] = []
+    run = threading.Thread(
+        target=lambda: events.extend(
+            pipeline.run(collect_paths([str(folder)], EVERYWHERE), "docs", cancelled=cancelled)
+        )
+    )
+    try:
+        run.start()
+        _in_flight_within(docling, 2)
+        stopped = time.monotonic()
+        cancelled.set()
+        run.join(timeout=20)
+        took = time.monotonic() - stopped
+    finally:
+        remote.close()
+    assert took < 2.0
+    outcomes = _outcomes(events)
+    assert len(outcomes) == 4 and all("was stopped" in reason for reason in outcomes.values()), outcomes
+    assert len(docling.requests) == 2  # the files after the cancel were never sent
+    assert pipeline.list_documents("docs") == []
+
+
 def test_ahead_with_workers_hands_results_over_in_order_and_holds_its_bounds() -> None:
     lock = threading.Lock()
     running, most, started = 0, 0, []
