@@ -234,7 +234,7 @@ class IngestPipeline:
                 yield from _drain(summary, in_flight)
                 raise
             yield from _drain(summary, in_flight)
-        if summary.indexed:
+        if summary.indexed or not self._vectors.has_ann_index():  # (one a stopped run left out)
             try:
                 with tracer.start_as_current_span("ingest.ann_index"), self._stores.exclusive():
                     self._vectors.build_ann_index(self._ann_min_rows)

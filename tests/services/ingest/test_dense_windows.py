@@ -165,3 +165,23 @@ def test_a_cancelled_run_drops_its_batch_within_a_slice_and_keeps_the_batch_befo
     assert [e.source for e in events if e.stage.name == "INDEXED"] == [str(docs / "a.md")]  # reported too
     again = list(pipeline.run(collect_paths([str(docs)], EVERYWHERE), "default"))
     assert again[-1].indexed == 1 and again[-1].unchanged == 1
+
+
+def test_the_ann_index_a_stopped_run_left_out_is_built_by_the_next_run(  # type: ignore[no-untyped-def]
+    tmp_path: Path, embedder
+) -> None:
+    """A run cancelled after writing a batch skips the ANN build (ingest.ann_min_rows reached); the
+    next run builds it though it finds every document unchanged."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Alpine meadows\n\nA short note on alpine meadows in June.\n")
+    (docs / "b.md").write_text("# Heathland\n\nHeather flowers in late summer on the heath.\n")
+    cancelled = threading.Event()
+    counting = _Counting(embedder, lambda n: cancelled.set())  # as a.md is embedded: b.md is dropped
+    pipeline = plain_pipeline(tmp_path, counting, 512, 200_000, batch_chunks=1, ann_min_rows=1)
+    with pytest.raises(Cancelled):
+        list(pipeline.run(collect_paths([str(docs)], EVERYWHERE), "default", cancelled=cancelled))
+    assert not VectorStore(tmp_path / "lance", embedder.dimension).has_ann_index()
+    summary = list(pipeline.run(collect_paths([str(docs / "a.md")], EVERYWHERE), "default"))[-1]
+    assert summary.unchanged == 1 and summary.indexed == 0  # type: ignore[union-attr]
+    assert VectorStore(tmp_path / "lance", embedder.dimension).has_ann_index()
