@@ -47,15 +47,19 @@ def _first(db: StateDB) -> None:
 
 MIGRATIONS = (
     Migration(1, "documents and the batch journal", _first),
-    # A library's graph rows changed since its communities were last made (set with the batch's
-    # catalog rows, cleared by the refresh): a refresh that a cancel, a crash or a failure skipped
-    # is made by the next run, in whichever process.
+    # The graph's entity keys each library's writes touched since its communities were last made
+    # (written with the batch's catalog rows, cleared by the refresh): the refresh summarises the
+    # communities of these again, and one that a cancel, a crash or a failure skipped is made by the
+    # library's next run, in whichever process. EVERY_COMMUNITY: all of them (what changed is unknown).
     Migration(
         2,
-        "libraries whose graph communities wait for a refresh",
-        "CREATE TABLE IF NOT EXISTS graph_stale (library TEXT PRIMARY KEY)",
+        "graph entities whose communities wait for a refresh",
+        "CREATE TABLE IF NOT EXISTS graph_touched (library TEXT NOT NULL, key TEXT NOT NULL,"
+        " PRIMARY KEY (library, key))",
     ),
 )
+EVERY_COMMUNITY = ""  # no entity has an empty key
+_TOUCH = "INSERT INTO graph_touched (library, key) VALUES (?, ?) ON CONFLICT (library, key) DO NOTHING"
 
 
 class Catalog:
@@ -77,28 +81,26 @@ class Catalog:
         self,
         docs: Iterable[Document] = (),
         removed: Iterable[tuple[str, str]] = (),
-        graph_of: str | None = None,
+        touched: tuple[str, Iterable[str]] | None = None,
     ) -> None:
         """The batch's catalog rows (`docs` written, `removed`: (library, document id) gone) and the
-        end of its journal entry, in one transaction. `graph_of`: the library whose graph rows the
-        batch replaced: its communities now wait for a refresh (`graph_stale`)."""
+        end of its journal entry, in one transaction. `touched`: (library, the graph's entity keys
+        the batch wrote or removed), whose communities now wait for a refresh."""
         rows = [_row(d) for d in docs]
         with self._db.transaction() as db:
             db.executemany("DELETE FROM documents WHERE library = ? AND document_id = ?", list(removed))
             db.executemany(_INSERT, rows)
-            if graph_of is not None:
-                db.execute(
-                    "INSERT INTO graph_stale (library) VALUES (?) ON CONFLICT (library) DO NOTHING",
-                    (graph_of,),
-                )
+            if touched is not None:
+                library, keys = touched
+                db.executemany(_TOUCH, [(library, k) for k in keys])
             db.execute("DELETE FROM journal WHERE id = 1")
 
-    def graph_stale(self, library: str) -> bool:
-        """Whether the library's graph changed since its communities were last made."""
-        return self._db.one("SELECT 1 FROM graph_stale WHERE library = ?", (library,)) is not None
+    def graph_touched(self, library: str) -> set[str]:
+        """The entity keys whose communities wait for a refresh (EVERY_COMMUNITY among them: all)."""
+        return {r[0] for r in self._db.all("SELECT key FROM graph_touched WHERE library = ?", (library,))}
 
     def graph_refreshed(self, library: str) -> None:
-        self._db.execute("DELETE FROM graph_stale WHERE library = ?", (library,))
+        self._db.execute("DELETE FROM graph_touched WHERE library = ?", (library,))
 
     def get(self, library: str, document_id: str) -> Document | None:
         row = self._db.one(
@@ -149,31 +151,42 @@ class Catalog:
         return {r[0]: int(r[1]) for r in rows}
 
     def backup_to(self, target: Path) -> None:
-        """The catalog's documents, as of one moment, in the new SQLite file `target` (whatever the
-        backend), so a snapshot can be moved and read on its own."""
+        """The catalog's documents and the graph's pending refreshes, as of one moment, in the new
+        SQLite file `target` (whatever the backend), so a snapshot can be moved and read on its own."""
         with self._db.transaction() as db:
             rows = db.all(f"SELECT {_COLUMNS} FROM documents")
+            touched = db.all("SELECT library, key FROM graph_touched")
         copy = StateDB(STORE, "sqlite", lambda: _one_file(target))
         try:
             prepare(copy, MIGRATIONS, apply_pending=True)
             with copy.transaction():
                 copy.executemany(_INSERT, rows)
+                copy.executemany(_TOUCH, touched)
         finally:
             copy.close()
 
     def restore_from(self, source: Path) -> None:
-        """The catalog's documents become those of `source` (a `backup_to` file, of this release or
-        an older one), in one transaction: other connections see the old rows or the restored ones."""
+        """The catalog's documents and pending refreshes become those of `source` (a `backup_to`
+        file, of this release or an older one), in one transaction: other connections see the old
+        rows or the restored ones. A file from before pending refreshes were kept leaves every
+        library's communities due (the graph tables come back as they were then, whatever that was)."""
         conn = sqlite3.connect(f"{source.resolve().as_uri()}?mode=ro", uri=True)
         try:
             have = {r[1] for r in conn.execute("PRAGMA table_info(documents)")}
             columns = ", ".join(c if c in have else "'[]'" for c in _COLUMNS.split(", "))
             rows = conn.execute(f"SELECT {columns} FROM documents").fetchall()
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if "graph_touched" in tables:
+                touched = conn.execute("SELECT library, key FROM graph_touched").fetchall()
+            else:
+                touched = [(library, EVERY_COMMUNITY) for library in sorted({r[1] for r in rows})]
         finally:
             conn.close()
         with self._db.transaction() as db:
             db.execute("DELETE FROM documents")
             db.executemany(_INSERT, rows)
+            db.execute("DELETE FROM graph_touched")
+            db.executemany(_TOUCH, touched)
 
     def close(self) -> None:
         self._db.close()

@@ -17,7 +17,7 @@ import logging
 import random
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -159,7 +159,6 @@ class GraphIndex:
         self._chunk_vectors = chunk_vectors
         self._seed = seed
         self._resolution = resolution
-        self._touched: dict[str, set[str]] = {}
 
     def reopen(self) -> None:
         """Its store's tables were changed through other handles (a rollback, a restore)."""
@@ -177,12 +176,12 @@ class GraphIndex:
         mentions: Sequence[EntityMention],
         relations: Sequence[Relation],
         groups: Mapping[str, Sequence[str]] | None = None,
-    ) -> None:
-        """`groups`: each document's ACL groups (kept on its entity rows, for graph search)."""
-        touched = self._touched.setdefault(library, set())
-        touched.update(self._store.keys_of(library, document_ids))
+    ) -> set[str]:
+        """`groups`: each document's ACL groups (kept on its entity rows, for graph search). Returns
+        the entity keys it touched (the documents' before and after), whose communities are due."""
+        touched = self._store.keys_of(library, document_ids)
         self._store.replace_documents(library, document_ids, mentions, relations, groups)
-        touched.update(m.key for m in mentions)
+        return touched | {m.key for m in mentions}
 
     def _with_llm_summary(self, community: Community) -> Community:
         """The LLM's paragraph ahead of the extractive summary (which keeps the entity list and the
@@ -229,11 +228,11 @@ class GraphIndex:
         entities, relations, communities = self._store.counts(library)
         return CommunityCounts(entities, relations, communities, 0)
 
-    def refresh(self, library: str) -> CommunityCounts:
-        """Recomputes the communities; only those touched since the last refresh are summarised, or
-        all when this process wrote none of the library's changes since (another worker did, or a
-        process that stopped before its refresh)."""
-        touched = self._touched.pop(library, None)
+    def refresh(self, library: str, touched: Collection[str] | None = None) -> CommunityCounts:
+        """Recomputes the communities; only those with one of the `touched` entity keys (what the
+        writes since the last refresh touched: the catalog keeps them) are summarised again, or all
+        (None)."""
+        keys = None if touched is None else set(touched)
         nodes, edges = self._store.weighted_edges(library)
         old, old_vectors = self._store.communities(library)
         previous = {c.community_id: (c, old_vectors[i]) for i, c in enumerate(old)}
@@ -242,7 +241,7 @@ class GraphIndex:
         redo: list[list[str]] = []
         for members in detect(nodes, edges, self._seed, self._resolution):
             cid = community_id(library, members)
-            if cid in previous and touched is not None and not touched.intersection(members):
+            if cid in previous and keys is not None and keys.isdisjoint(members):
                 kept.append(previous[cid][0])
                 vectors.append(previous[cid][1])
             else:

@@ -54,7 +54,7 @@ from ragstack.errors import (
 )
 from ragstack.knowledge_graph import EntityMention, Relation
 from ragstack.state.locks import SharedLock
-from ragstack.stores.catalog import Catalog
+from ragstack.stores.catalog import EVERY_COMMUNITY, Catalog
 from ragstack.stores.originals import Original, Originals
 from ragstack.stores.vectors import EmbedderChanged
 from services.ingest import readers
@@ -243,20 +243,23 @@ class IngestPipeline:
         seen = {doc.document_id for doc in docs if isinstance(doc, DocItem)}
         yield from self._prune(library, prune_roots, seen, summary, len(docs), caller, set(removals))
         if self._graph is not None:
-            self._refresh_graph(library, summary, changed=self._catalog.graph_stale(library))
+            self._refresh_graph(library, summary)
         summary.seconds = self._clock() - start
         yield summary
 
-    def _refresh_graph(self, library: str, summary: IngestSummary, changed: bool) -> None:
+    def _refresh_graph(self, library: str, summary: IngestSummary) -> None:
+        """The library's communities made again when writes touched its graph since they were last
+        made (in this run or in any other: the catalog says), else only counted."""
         assert self._graph is not None
         try:
             with tracer.start_as_current_span("ingest.communities"), self._stores.exclusive():
-                if changed:
-                    counts = self._graph.refresh(library)
+                touched = self._catalog.graph_touched(library)  # under the lock: no write in between
+                if touched:
+                    counts = self._graph.refresh(library, None if EVERY_COMMUNITY in touched else touched)
                     self._catalog.graph_refreshed(library)
                 else:
                     counts = self._graph.counts(library)
-        except Exception:  # the chunks are indexed; the library stays stale: the next run tries again
+        except Exception:  # the chunks are indexed; the touched keys stay: the next run tries again
             log.exception("refreshing the graph communities of %s failed", library)
             return
         summary.entities, summary.relations = counts.entities, counts.relations
@@ -550,7 +553,7 @@ class IngestPipeline:
         if present:
             self._stores.apply(Change(library, present))
             if self._graph is not None:
-                self._refresh_graph(library, IngestSummary(), changed=True)
+                self._refresh_graph(library, IngestSummary())
         return len(present)
 
     def delete_document(self, library: str, document_id: str, acl: tuple[str, ...] | None = None) -> int:
@@ -558,7 +561,7 @@ class IngestPipeline:
         doc = self.get_document(library, document_id, acl)
         self._stores.apply(Change(library, [document_id]))
         if self._graph is not None:
-            self._refresh_graph(library, IngestSummary(), changed=True)
+            self._refresh_graph(library, IngestSummary())
         return doc.chunk_count
 
 

@@ -15,7 +15,7 @@ the request (its time bounded by the timeouts, the answer's size by
 `ingest.docling_serve_max_response_mb`) and linear passes over the document. A parser process
 would only hold one of the few worker slots (`ingest.parse_workers`) while waiting on the network,
 and cap the requests in flight at their count, where the server is there to take more. The cap
-is `ingest.docling_serve_max_concurrent` requests at once, the threads of one pool per process. OCR stays
+is `ingest.docling_serve_max_concurrent` requests at once, a semaphore per process. OCR stays
 local and in a parser process: a PDF whose pages lack a text layer is read there whole (the same
 result, from the same code; the server's answer is dropped).
 
@@ -41,8 +41,7 @@ import os
 import threading
 import time
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import wait as wait_for
+from concurrent.futures import Future
 from functools import partial
 from importlib.util import find_spec
 from pathlib import PurePath
@@ -130,11 +129,10 @@ class DoclingServe:
         self._connect_timeout_s = connect_timeout_s
         self._max_bytes = int(max_response_mb * 1024 * 1024)
         self._max_response_mb = max_response_mb
-        # The cap: a request waits its turn for one of these threads, and keeps it until the server
-        # has answered, also when the file's ingest stopped waiting for it (the server still works).
-        self._requests = ThreadPoolExecutor(
-            max_workers=max_concurrent, thread_name_prefix="docling-serve-request"
-        )
+        # The cap: a request holds a place from before it is sent until the server has answered,
+        # also when the file's ingest stopped waiting for it (the server is still converting).
+        self._places = threading.BoundedSemaphore(max_concurrent)
+        self._closed = threading.Event()
         # trust_env=False: no proxy or certificate settings from the environment (config only).
         self._client = httpx.Client(
             timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
@@ -216,23 +214,43 @@ class DoclingServe:
             raise scrubbed from None
 
     def close(self) -> None:
-        self._requests.shutdown(wait=False, cancel_futures=True)
+        """Files still waiting for the server fail as stopped; requests in flight are left to end."""
+        self._closed.set()
         self._client.close()
 
     def _answer(
         self, name: str, data: bytes, media_type: str, form: dict[str, str], stop: threading.Event | None
     ) -> bytes:
-        if stop is not None and stop.is_set():
-            raise Unavailable(STOPPED)
-        try:
-            request = self._requests.submit(self._post, name, data, media_type, form)
-        except RuntimeError:  # closed: the service is stopping
-            raise Unavailable(STOPPED) from None
-        while stop is not None and not wait_for([request], timeout=_STOP_CHECK_S).done:
-            if stop.is_set():
-                request.cancel()  # sent already: the answer is dropped when it comes
+        """The server's answer, waited for until `stop` is set or the client closed. The request
+        runs on a daemon thread of its own: one the file stopped waiting for (a server that takes
+        minutes) must not hold the process at exit."""
+
+        def stopped() -> bool:
+            return self._closed.is_set() or (stop is not None and stop.is_set())
+
+        while not self._places.acquire(timeout=_STOP_CHECK_S):
+            if stopped():
                 raise Unavailable(STOPPED)
-        return request.result()
+        if stopped():  # (set while it waited for the place: the file is not sent)
+            self._places.release()
+            raise Unavailable(STOPPED)
+        answer: Future[bytes] = Future()
+
+        def send() -> None:
+            try:
+                answer.set_result(self._post(name, data, media_type, form))
+            except BaseException as err:  # handed to the waiting file, if it still waits
+                answer.set_exception(err)
+            finally:
+                self._places.release()
+
+        threading.Thread(target=send, name="docling-serve-request", daemon=True).start()
+        while True:
+            try:
+                return answer.result(timeout=_STOP_CHECK_S)
+            except TimeoutError:
+                if stopped():
+                    raise Unavailable(STOPPED) from None
 
     def _post(self, name: str, data: bytes, media_type: str, form: dict[str, str]) -> bytes:
         deadline = time.monotonic() + self._timeout_s

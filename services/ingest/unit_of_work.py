@@ -28,7 +28,7 @@ from opentelemetry import trace
 from ragstack.domain import Chunk, Document, PageText
 from ragstack.knowledge_graph import EntityMention, Relation
 from ragstack.state.locks import SharedLock
-from ragstack.stores.catalog import Catalog
+from ragstack.stores.catalog import EVERY_COMMUNITY, Catalog
 from ragstack.stores.location import table_names
 from ragstack.stores.originals import Original, Originals
 from ragstack.stores.vectors import EmbedderChanged
@@ -163,11 +163,12 @@ class UnitOfWork:
         self._vectors.replace_documents(library, ids, change.chunks, change.vectors, change.embedder)
         if self._originals is not None:
             self._originals.replace_documents(library, ids, change.originals)
+        touched = None
         if self._graph is not None:
-            self._graph.write(library, ids, change.mentions, change.relations, groups=change.groups)
+            keys = self._graph.write(library, ids, change.mentions, change.relations, groups=change.groups)
+            touched = (library, keys)
         self._lexical.replace_documents(library, ids, change.chunks, change.pages)
-        graph_of = library if self._graph is not None else None
-        self._catalog.end_batch(change.documents, [(library, d) for d in change.removed], graph_of)
+        self._catalog.end_batch(change.documents, [(library, d) for d in change.removed], touched)
 
     def _journal_entry(self, change: Change) -> str:
         db = self._vectors.connection()
@@ -190,10 +191,14 @@ class UnitOfWork:
         docs, removed = entry["documents"], entry.get("removed", [])  # journals before deletes had none
         what = f"{len(docs)} documents written and {len(removed)} removed"
         if self._lexical.opstamp() != entry["tantivy"]:
+            # Which entities it touched is not in the journal: all the library's communities are due.
+            library = entry.get("library") or next((d["library"] for d in docs), None)  # (older journals)
+            library = library or next((lib for lib, _ in removed), None)
+            every = (library, [EVERY_COMMUNITY]) if self._graph is not None and library else None
             self._catalog.end_batch(
                 [Document(**{**d, "groups": tuple(d.get("groups", ()))}) for d in docs],
-                [(library, doc) for library, doc in removed],
-                entry.get("library") if self._graph is not None else None,  # (journals before it had none)
+                [(lib, doc) for lib, doc in removed],
+                every,
             )
             log.warning("a unit of %s was finished after an interruption", what)
             return "forward"

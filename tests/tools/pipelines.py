@@ -37,12 +37,13 @@ def plain_pipeline(
 def graph_pipeline(
     root: Path, lance: Path, embedder: Any, extractor: EntityExtractor, **options: Any
 ) -> tuple[IngestPipeline, VectorStore]:
-    """The pipeline and its vector store (the writer); `options` as IngestPipeline takes them."""
+    """The pipeline and its vector store (the writer); `options` as IngestPipeline takes them (with
+    `shared`, a SharedLock, it is one of several workers on the stores, as a process of its own)."""
     vectors = VectorStore(lance, embedder.dimension, writer=True)
     pipeline = IngestPipeline(
         Catalog(state_tools.store(StateConfig(), root, catalog_store)),
         vectors,
-        LexicalStore(root / "tantivy", writer=True),
+        LexicalStore(root / "tantivy", writer=True, shared="shared" in options),
         embedder,
         chunk_tokens=256,
         overlap_sentences=1,

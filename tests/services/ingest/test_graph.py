@@ -9,16 +9,20 @@ import shutil
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
+from ragstack.config import StateConfig
 from ragstack.domain import Chunk, FileProgress, FileStage, IngestSummary, SearchFilter
 from ragstack.errors import Cancelled
 from ragstack.guard.paths import PathGuard
+from ragstack.state.locks import SharedLock
 from ragstack.stores.graph import GraphStore
 from ragstack.stores.vectors import VectorStore
 from services.ingest.graph_extract import EntityExtractor, may_name, prose
+from services.ingest.pipeline import IngestPipeline
 from services.ingest.sources import collect_paths
 from services.retrieve.graph_search import GraphSearch
 from tests.tools.pipelines import graph_pipeline
@@ -31,6 +35,22 @@ EVERYWHERE = PathGuard([Path("/")])  # these tests read their own temp folders
 @pytest.fixture(scope="module")
 def extractor() -> EntityExtractor:
     return EntityExtractor()
+
+
+def ingest(pipeline: IngestPipeline, folder: Path) -> IngestSummary:
+    events = list(pipeline.run(collect_paths([str(folder)], EVERYWHERE), "default"))
+    summary = events[-1]
+    assert isinstance(summary, IngestSummary) and not summary.failures, summary
+    return summary
+
+
+def summary_naming(graph: GraphStore, entity: str) -> str:
+    """The summary of the community that `entity` (a key) belongs to."""
+    found, _ = graph.communities("default")
+    return next(c.summary for c in found if entity in c.members)
+
+
+HOPPER = "# Hopper\n\nGrace Hopper taught mathematics at Vassar College in Poughkeepsie.\n"
 
 
 class Stores:
@@ -47,10 +67,7 @@ class Stores:
         self.vectors = vectors
 
     def ingest(self) -> IngestSummary:
-        events = list(self.pipeline.run(collect_paths([str(self.docs)], EVERYWHERE), "default"))
-        summary = events[-1]
-        assert isinstance(summary, IngestSummary) and not summary.failures, summary
-        return summary
+        return ingest(self.pipeline, self.docs)
 
     def chunk(self, name: str) -> str:
         """The first chunk id of a document, by file stem."""
@@ -386,3 +403,60 @@ def test_a_unit_a_crash_stopped_is_finished_with_its_communities_due(
     assert written and stores.communities() == {}  # finished forward, no communities yet
     summary = stores.ingest()
     assert summary.unchanged == len(written) and summary.communities == len(stores.communities()) >= 3
+
+
+def _stopped_once_written(pipeline: IngestPipeline, folder: Path) -> None:
+    """A run stopped once its batch is written, before its refresh (a cancel then)."""
+    events = pipeline.run(collect_paths([str(folder)], EVERYWHERE), "default")
+    for event in events:
+        if isinstance(event, FileProgress) and event.stage is FileStage.INDEXED:
+            break
+    events.close()
+
+
+def test_a_change_one_worker_wrote_is_summarised_by_another_workers_refresh(
+    tmp_path: Path, embedder, extractor: EntityExtractor
+) -> None:
+    """Two ingest workers on the same stores, each with its own objects as a process has: B rewrites
+    a document and is stopped before its refresh; A's next run, on other files, summarises B's
+    change too, since what a write touched is kept in the shared catalog."""
+    docs, other = tmp_path / "docs", tmp_path / "other"
+    shutil.copytree(DOCS, docs, ignore=shutil.ignore_patterns("README.md"))
+    other.mkdir()
+    (other / "hopper.md").write_text(HOPPER)
+    lance = tmp_path / "data" / "lancedb"
+    a, b = (
+        graph_pipeline(
+            tmp_path, lance, embedder, extractor, shared=SharedLock(StateConfig(), tmp_path, "ingest")
+        )[0]
+        for _ in range(2)
+    )
+    reader = GraphStore(lance, embedder.dimension)
+    ingest(a, docs)
+    assert "1977" in summary_naming(reader, "los angeles")
+    toto = docs / "toto.md"
+    toto.write_text(toto.read_text().replace("in 1977", "in 1976"))
+    _stopped_once_written(b, docs)
+    ingest(a, other)
+    assert "1976" in summary_naming(reader, "los angeles")
+
+
+def test_the_changes_a_failed_refresh_left_are_summarised_by_the_next_one(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stores.ingest()
+    toto = stores.docs / "toto.md"
+    toto.write_text(toto.read_text().replace("in 1977", "in 1976"))
+    store = stores.pipeline._graph._store  # type: ignore[union-attr]
+    real = store.replace_communities
+
+    def disk_full_once(*args: Any, **kwargs: Any) -> None:
+        monkeypatch.setattr(store, "replace_communities", real)
+        raise OSError("disk full")
+
+    monkeypatch.setattr(store, "replace_communities", disk_full_once)
+    assert stores.ingest().indexed == 1  # the chunks are in; the communities were not made
+    assert "1977" in summary_naming(stores.graph, "los angeles")
+    (stores.docs / "hopper.md").write_text(HOPPER)  # the next run writes something else
+    assert stores.ingest().indexed == 1
+    assert "1976" in summary_naming(stores.graph, "los angeles")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,11 +16,11 @@ from typing import Any
 import pytest
 
 from ragstack.config import StateConfig
-from ragstack.domain import IngestSummary, LibraryStats, SearchFilter, SearchMode
+from ragstack.domain import FileProgress, FileStage, IngestSummary, LibraryStats, SearchFilter, SearchMode
 from ragstack.errors import AlreadyExists, InvalidArgument, NotFound
 from ragstack.guard.paths import PathGuard
 from ragstack.stores import catalog as catalog_store
-from ragstack.stores.catalog import Catalog
+from ragstack.stores.catalog import EVERY_COMMUNITY, Catalog
 from ragstack.stores.graph import GraphStore
 from ragstack.stores.lexical import LexicalStore
 from ragstack.stores.snapshots import SnapshotUnusable, StoreLifecycle
@@ -362,3 +363,37 @@ def test_a_restored_lexical_index_is_published_to_replicas(tmp_path: Path) -> No
     writer.replace_with(tmp_path / "copy")  # published as the next generation
     time.sleep(0.02)  # the replica's poll interval
     assert [c.document_id for c, _ in replica.search("pears", "lib", 5)] == ["a"]
+
+
+def test_a_snapshot_taken_while_communities_are_due_restores_them_due(stores: Stores) -> None:
+    """A run stopped once a batch was written leaves the communities due; a snapshot then, restored
+    after they were made, brings back the graph as it was and what was due with it, so the next
+    run makes the communities again."""
+    events = stores.pipeline.run(collect_paths([str(stores.docs)], EVERYWHERE), "default")
+    for event in events:
+        if isinstance(event, FileProgress) and event.stage is FileStage.INDEXED:
+            break
+    events.close()  # stopped before its refresh
+    assert stores.catalog.graph_touched("default") and stores.graph.counts("default")[2] == 0
+    stores.lifecycle.create("due")
+    assert stores.ingest().communities > 0 and not stores.catalog.graph_touched("default")
+    stores.lifecycle.restore("due")
+    assert stores.catalog.graph_touched("default")
+    summary = stores.ingest()
+    assert summary.communities == summary.communities_summarized > 0
+
+
+def test_a_catalog_backup_from_before_pending_refreshes_leaves_every_community_due(
+    tmp_path: Path, state_config: StateConfig
+) -> None:
+    catalog = Catalog(state_tools.store(state_config, tmp_path, catalog_store))
+    old = tmp_path / "old.sqlite"
+    catalog.backup_to(old)
+    with sqlite3.connect(old) as conn:  # as a release before them wrote it
+        conn.execute("DROP TABLE graph_touched")
+        conn.execute(
+            "INSERT INTO documents (document_id, library, source, fingerprint) VALUES ('d', 'lib', 's', 'f')"
+        )
+    catalog.restore_from(old)
+    assert catalog.graph_touched("lib") == {EVERY_COMMUNITY}
+    catalog.close()

@@ -8,6 +8,8 @@ from __future__ import annotations
 import logging
 import shutil
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -30,7 +32,7 @@ from services.ingest.chunker import chunk_markdown
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.remote_convert import DoclingServe
 from services.ingest.sources import collect_paths
-from tests.conftest import SHARED
+from tests.conftest import ROOT, SHARED
 from tests.tools import state as state_tools
 from tests.tools.docling_serve import DoclingServeServer
 
@@ -520,6 +522,70 @@ def test_a_stopped_conversion_is_no_longer_waited_for_and_a_waiting_one_never_se
         assert [r["filename"] for r in docling.requests] == ["held.html"]
     finally:
         remote.close()
+
+
+@pytest.mark.parametrize("stop", [None, threading.Event()], ids=["no cancel event", "a cancel event"])
+def test_closing_the_client_fails_the_files_still_waiting(
+    docling: DoclingServeServer, stop: threading.Event | None
+) -> None:
+    """The service stopping: a file waiting for its place under the cap fails as stopped at once."""
+    page = b"<html><body><h1>Held</h1><p>One paragraph of text.</p></body></html>"
+    docling.slow["held.html"] = 60
+    remote = DoclingServe(docling.url, max_concurrent=1)
+    ended: dict[str, BaseException] = {}
+
+    def convert(name: str) -> None:
+        try:
+            remote.document(name, page, stop=stop)
+        except BaseException as err:  # whatever it is: the test says below
+            ended[name] = err
+
+    held = threading.Thread(target=convert, args=("held.html",))
+    held.start()
+    _in_flight_within(docling, 1)
+    queued = threading.Thread(target=convert, args=("queued.html",))
+    queued.start()
+    time.sleep(0.2)
+    remote.close()
+    queued.join(timeout=2)
+    assert not queued.is_alive()
+    assert isinstance(ended["queued.html"], Unavailable) and "stopped" in str(ended["queued.html"])
+
+
+_NEVER_ANSWERS = """
+import socket, sys, threading, time
+from services.ingest.remote_convert import DoclingServe
+listener = socket.socket()
+listener.bind(("127.0.0.1", 0))
+listener.listen()
+held = []
+threading.Thread(target=lambda: held.append(listener.accept()), daemon=True).start()
+remote = DoclingServe(f"http://127.0.0.1:{listener.getsockname()[1]}", timeout_s=120)
+stop = threading.Event()
+def convert():
+    try:
+        remote.document("page.html", b"<html><body><p>x</p></body></html>", stop=stop)
+    except Exception as err:
+        print(err, flush=True)
+waiting = threading.Thread(target=convert)
+waiting.start()
+while not held:
+    time.sleep(0.02)
+stop.set()
+waiting.join()
+remote.close()
+"""
+
+
+def test_a_request_no_file_waits_for_does_not_hold_the_process_at_exit() -> None:
+    """After a cancel, a server that takes minutes to answer must not keep the stopping service alive
+    (SIGTERM) until it does: the request's thread does not hold the interpreter's exit."""
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", _NEVER_ANSWERS], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr
+    assert "was stopped" in done.stdout and time.monotonic() - started < 20
 
 
 def test_a_cancelled_run_stops_waiting_for_its_conversions(
