@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from contextvars import ContextVar
 
 from opentelemetry import trace
+from opentelemetry.trace import Status, StatusCode
 
 from ragstack.config import TelemetryConfig
+from ragstack.errors import Cancelled
 
 _configured = False
 
@@ -40,6 +44,27 @@ def current_trace_id() -> str:
     """The current span's trace id as 32 hex characters ("" when there is no span)."""
     ctx = trace.get_current_span().get_span_context()
     return format(ctx.trace_id, "032x") if ctx.trace_id else ""
+
+
+@contextmanager
+def stoppable_span(
+    tracer: trace.Tracer, name: str, attributes: Mapping[str, int | str] | None = None
+) -> Iterator[trace.Span]:
+    """A span for work that a cancel may stop: Cancelled ends it with a `cancelled` event and no
+    error status (a cancel is not a failure to whoever reads the trace); any other exception is
+    recorded as an error, as OpenTelemetry's own spans do."""
+    with tracer.start_as_current_span(
+        name, attributes=attributes, record_exception=False, set_status_on_exception=False
+    ) as span:
+        try:
+            yield span
+        except Cancelled:
+            span.add_event("cancelled")
+            raise
+        except Exception as err:
+            span.record_exception(err)
+            span.set_status(Status(StatusCode.ERROR, f"{type(err).__name__}: {err}"))
+            raise
 
 
 # The request id of the call being served: set by the gateway (X-Request-ID) and by every gRPC

@@ -57,6 +57,7 @@ from ragstack.state.locks import SharedLock
 from ragstack.stores.catalog import EVERY_COMMUNITY, Catalog
 from ragstack.stores.originals import Original, Originals
 from ragstack.stores.vectors import EmbedderChanged
+from ragstack.telemetry import stoppable_span
 from services.ingest import readers
 from services.ingest.ahead import Ahead
 from services.ingest.budgets import Budgets
@@ -393,7 +394,7 @@ class IngestPipeline:
             return in_flight
         chunks = [c for p in batch for c in p.chunks]
         if enriching and self._enricher is not None:
-            with tracer.start_as_current_span("ingest.enrich", attributes={"chunks": len(chunks)}):
+            with stoppable_span(tracer, "ingest.enrich", {"chunks": len(chunks)}):
                 excerpts = {p.item.document_id: "\n\n".join(c.text for c in p.chunks[:4]) for p in batch}
                 chunks = self._enricher.enrich(chunks, excerpts, checkpoint)
         # The entities need no vectors: the writer thread extracts them while this batch is embedded
@@ -403,7 +404,7 @@ class IngestPipeline:
         handed = False
         try:
             try:
-                with tracer.start_as_current_span("ingest.embed", attributes={"chunks": len(chunks)}):
+                with stoppable_span(tracer, "ingest.embed", {"chunks": len(chunks)}):
                     embedder = self._vectors.library_embedder(library)
                     vectors = self.embed(embedder, chunks, checkpoint)
             except Cancelled:

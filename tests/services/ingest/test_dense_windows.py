@@ -141,7 +141,7 @@ def test_an_embedder_with_a_larger_batch_gets_slices_of_its_batch(embedder) -> N
 
 
 def test_a_cancelled_run_drops_its_batch_within_a_slice_and_keeps_the_batch_before(  # type: ignore[no-untyped-def]
-    tmp_path: Path, embedder
+    tmp_path: Path, embedder, spans
 ) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -155,6 +155,7 @@ def test_a_cancelled_run_drops_its_batch_within_a_slice_and_keeps_the_batch_befo
 
     counting = _Counting(embedder, cancel_in_the_second_call)
     pipeline = plain_pipeline(tmp_path, counting, 512, 200_000, batch_chunks=1)
+    spans.clear()
     events = []
     with pytest.raises(Cancelled):
         for event in pipeline.run(collect_paths([str(docs)], EVERYWHERE), "default", cancelled=cancelled):
@@ -163,6 +164,9 @@ def test_a_cancelled_run_drops_its_batch_within_a_slice_and_keeps_the_batch_befo
     assert [d.source for d in pipeline.list_documents("default", None)] == [str(docs / "a.md")]
     assert not any(e.source.endswith("b.md") and e.stage.name == "FAILED" for e in events)
     assert [e.source for e in events if e.stage.name == "INDEXED"] == [str(docs / "a.md")]  # reported too
+    embeds = [s for s in spans.get_finished_spans() if s.name == "ingest.embed"]
+    assert [s.status.status_code.name for s in embeds] == ["UNSET", "UNSET"]  # a cancel is no failure
+    assert [e.name for e in embeds[-1].events] == ["cancelled"]
     again = list(pipeline.run(collect_paths([str(docs)], EVERYWHERE), "default"))
     assert again[-1].indexed == 1 and again[-1].unchanged == 1
 
