@@ -42,6 +42,7 @@ import threading
 import time
 from collections.abc import Mapping
 from concurrent.futures import Future
+from concurrent.futures import wait as wait_for
 from functools import partial
 from importlib.util import find_spec
 from pathlib import PurePath
@@ -244,13 +245,15 @@ class DoclingServe:
             finally:
                 self._places.release()
 
-        threading.Thread(target=send, name="docling-serve-request", daemon=True).start()
-        while True:
-            try:
-                return answer.result(timeout=_STOP_CHECK_S)
-            except TimeoutError:
-                if stopped():
-                    raise Unavailable(STOPPED) from None
+        try:
+            threading.Thread(target=send, name="docling-serve-request", daemon=True).start()
+        except BaseException:  # (no thread to be had): the place is not kept
+            self._places.release()
+            raise
+        while not wait_for([answer], timeout=_STOP_CHECK_S).done:  # (a TimeoutError is the server's)
+            if stopped():
+                raise Unavailable(STOPPED)
+        return answer.result()
 
     def _post(self, name: str, data: bytes, media_type: str, form: dict[str, str]) -> bytes:
         deadline = time.monotonic() + self._timeout_s

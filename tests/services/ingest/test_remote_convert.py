@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -550,6 +550,46 @@ def test_closing_the_client_fails_the_files_still_waiting(
     queued.join(timeout=2)
     assert not queued.is_alive()
     assert isinstance(ended["queued.html"], Unavailable) and "stopped" in str(ended["queued.html"])
+
+
+def test_a_request_that_could_not_start_gives_its_place_back_and_a_servers_timeout_is_its_own(
+    docling: DoclingServeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    page = b"<html><body><h1>Place</h1><p>One paragraph of text.</p></body></html>"
+    remote = DoclingServe(docling.url, max_concurrent=1)
+    start = threading.Thread.start
+
+    def no_thread_once(thread: threading.Thread) -> None:
+        if thread.name == "docling-serve-request":
+            monkeypatch.setattr(threading.Thread, "start", start)
+            raise RuntimeError("can't start new thread")
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", no_thread_once)
+    try:
+        with pytest.raises(RuntimeError, match="new thread"):
+            remote.document("first.html", page)
+        assert remote.document("second.html", page) is not None  # the one place was given back
+
+        def times_out(*args: object) -> bytes:
+            raise TimeoutError("the request's own timeout")
+
+        monkeypatch.setattr(remote, "_post", times_out)
+        raised: list[BaseException] = []
+        waiting = threading.Thread(target=lambda: raised.extend(_raised(remote.document, "third.html", page)))
+        waiting.start()
+        waiting.join(timeout=5)
+        assert not waiting.is_alive() and isinstance(raised[0], TimeoutError)  # not taken for the poll's
+    finally:
+        remote.close()
+
+
+def _raised(call: Callable[..., object], *args: object) -> list[BaseException]:
+    try:
+        call(*args)
+    except BaseException as err:  # the test looks at it
+        return [err]
+    return []
 
 
 _NEVER_ANSWERS = """
