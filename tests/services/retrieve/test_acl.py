@@ -34,6 +34,7 @@ from ragstack.domain import (
 )
 from ragstack.errors import DocumentNotFound, InvalidArgument, NotFound
 from ragstack.knowledge_graph import Community, KnowledgeGraph
+from ragstack.state import open_state
 from ragstack.stores import catalog as catalog_store
 from ragstack.stores import vectors as vectors_module
 from ragstack.stores.catalog import Catalog
@@ -46,7 +47,6 @@ from services.ingest.servicer import IngestServicer
 from services.ingest.sources import SourceItem
 from services.retrieve.graph_search import GraphSearch
 from services.retrieve.searcher import Query, Searcher
-from tests.tools import state as state_tools
 from tests.tools.pipelines import graph_pipeline
 
 LIB = "default"
@@ -515,7 +515,10 @@ def test_stores_written_before_acls_still_search_and_their_writers_upgrade_them(
             " indexed_at TEXT, PRIMARY KEY (library, document_id))"
         )
         db.execute("INSERT INTO documents VALUES ('old', ?, 's', '', 'f0', 'Okapi', 'text/x', 1, '')", (LIB,))
-    catalog = Catalog(state_tools.store(StateConfig(), tmp_path, catalog_store))
+    # (a store from before schema versions is adopted at version 1; `ragstack migrate` brings it on)
+    catalog = Catalog(
+        open_state(StateConfig(), tmp_path, catalog_store.STORE, catalog_store.MIGRATIONS, migrate=True)
+    )
     assert catalog.get(LIB, "old").groups == () and catalog.states(LIB) == {"old": ("f0", ())}  # type: ignore[union-attr]
     entities = pa.schema([f for f in GraphStore(lance, DIM)._schemas[ENTITIES] if f.name != "groups"])
     lancedb.connect(str(lance)).create_table(
