@@ -21,7 +21,7 @@ from pathlib import PurePath
 from typing import Any
 
 from ragstack import extras
-from ragstack.errors import RagstackError, Unavailable, UnsupportedFormat
+from ragstack.errors import Cancelled, RagstackError, UnsupportedFormat
 from services.ingest import readers
 from services.ingest.budgets import Budgets, OverBudget
 
@@ -74,7 +74,7 @@ class ParseWorker:
     def _parse(self, name: str, data: bytes, kind: str) -> readers.Parsed:
         conn = self._ready()
         if self._cancelled:
-            raise Unavailable(CANCELLED)
+            raise Cancelled(CANCELLED)
         conn.send((name, data, kind))
         timeout = self._budgets.parse_timeout_s
         try:
@@ -129,7 +129,7 @@ class ParseWorker:
         process, stopping = self._process, self._stopping
         self._stop()
         if stopping:
-            return Unavailable(CANCELLED)
+            return Cancelled(CANCELLED)
         code = process.exitcode if process is not None else None
         log.warning("the parser process ended with exit code %s", code)
         return OverBudget(

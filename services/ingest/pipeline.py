@@ -320,7 +320,7 @@ class IngestPipeline:
         fingerprint = hashlib.sha256(data).hexdigest()
         if state == (fingerprint, groups):
             return None
-        with tracer.start_as_current_span("ingest.parse", attributes={"source": item.source}):
+        with stoppable_span(tracer, "ingest.parse", {"source": item.source}):
             if self._converter is not None and self._converter.converts(item.source, item.kind):
                 # On this thread, not in a parser process: why in services/ingest/remote_convert.py.
                 parsed = self._converter.parse(

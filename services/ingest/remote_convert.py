@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from ragstack.errors import (
+    Cancelled,
     ConfigError,
     DeadlineExceeded,
     FailedPrecondition,
@@ -193,7 +194,7 @@ class DoclingServe:
 
     def document(self, name: str, data: bytes, stop: threading.Event | None = None) -> DoclingDocument:
         """The file `name` converted by the server (one request). Raises a RagstackError naming
-        the server and what went wrong. Once `stop` is set, Unavailable: a request still waiting
+        the server and what went wrong. Once `stop` is set, Cancelled: a request still waiting
         for its turn is never sent, one in flight is no longer waited for."""
         if find_spec("docling_core") is None:
             raise MissingExtra(
@@ -231,10 +232,10 @@ class DoclingServe:
 
         while not self._places.acquire(timeout=_STOP_CHECK_S):
             if stopped():
-                raise Unavailable(STOPPED)
+                raise Cancelled(STOPPED)
         if stopped():  # (set while it waited for the place: the file is not sent)
             self._places.release()
-            raise Unavailable(STOPPED)
+            raise Cancelled(STOPPED)
         answer: Future[bytes] = Future()
 
         def send() -> None:
@@ -252,7 +253,7 @@ class DoclingServe:
             raise
         while not wait_for([answer], timeout=_STOP_CHECK_S).done:  # (a TimeoutError is the server's)
             if stopped():
-                raise Unavailable(STOPPED)
+                raise Cancelled(STOPPED)
         return answer.result()
 
     def _post(self, name: str, data: bytes, media_type: str, form: dict[str, str]) -> bytes:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ragstack.bench import hostile_files as files
-from ragstack.errors import Unavailable
+from ragstack.errors import Cancelled
 from services.ingest.budgets import Budgets, OverBudget
 from services.ingest.parse_worker import ParsePool, ParseWorker
 
@@ -20,13 +20,13 @@ PAGE = b"<html><head><title>Okapi</title></head><body><main><h1>Okapi</h1><p>A g
 
 def start_stuck_parse(parse: Callable[..., Any], owner: object) -> tuple[threading.Thread, list[str]]:
     """`owner`'s parse of a file Docling gets stuck on, in a thread of its own; the list gets the
-    Unavailable error it ends with when it is stopped."""
+    Cancelled error it ends with when it is stopped."""
     errors: list[str] = []
 
     def runaway() -> None:
         try:
             parse("empty.docx", files.docx(1_000_000), owner=owner)
-        except Unavailable as err:
+        except Cancelled as err:
             errors.append(str(err))
 
     thread = threading.Thread(target=runaway)

@@ -19,7 +19,7 @@ import pytest
 
 from ragstack.config import IngestConfig, StateConfig, load_config
 from ragstack.domain import FileProgress, FileStage, IngestSummary
-from ragstack.errors import ConfigError, Unavailable
+from ragstack.errors import Cancelled, ConfigError, Unavailable
 from ragstack.guard.paths import PathGuard
 from ragstack.stores import catalog as catalog_store
 from ragstack.stores.catalog import Catalog
@@ -502,7 +502,7 @@ def test_a_stopped_conversion_is_no_longer_waited_for_and_a_waiting_one_never_se
     def convert(name: str) -> None:
         try:
             remote.document(name, page, stop=stop)
-        except Unavailable as err:
+        except Cancelled as err:
             ended[name] = (str(err), time.monotonic())
 
     threads = [threading.Thread(target=convert, args=(n,)) for n in ("held.html", "queued.html")]
@@ -517,7 +517,7 @@ def test_a_stopped_conversion_is_no_longer_waited_for_and_a_waiting_one_never_se
             t.join(timeout=10)
         assert sorted(ended) == ["held.html", "queued.html"]
         assert all("cancelled" in reason and at - stopped < 1.0 for reason, at in ended.values())
-        with pytest.raises(Unavailable, match="cancelled"):
+        with pytest.raises(Cancelled, match="cancelled"):
             remote.document("late.html", page, stop=stop)  # stopped before it was sent
         assert [r["filename"] for r in docling.requests] == ["held.html"]
     finally:
@@ -549,7 +549,7 @@ def test_closing_the_client_fails_the_files_still_waiting(
     remote.close()
     queued.join(timeout=2)
     assert not queued.is_alive()
-    assert isinstance(ended["queued.html"], Unavailable) and "stopped" in str(ended["queued.html"])
+    assert isinstance(ended["queued.html"], Cancelled) and "stopped" in str(ended["queued.html"])
 
 
 def test_a_request_that_could_not_start_gives_its_place_back_and_a_servers_timeout_is_its_own(
@@ -632,6 +632,7 @@ def test_a_cancelled_run_stops_waiting_for_its_conversions(
     tmp_path: Path,
     embedder,  # type: ignore[no-untyped-def]
     docling: DoclingServeServer,
+    spans,  # type: ignore[no-untyped-def]
 ) -> None:
     """CancelIngestJob while the server converts: the run ends within a moment, not when the server
     answers (up to ingest.docling_serve_timeout_s); its files fail as stopped, nothing is indexed."""
@@ -644,6 +645,7 @@ def test_a_cancelled_run_stops_waiting_for_its_conversions(
     pipeline = _pipeline(tmp_path / "store", embedder, remote)
     cancelled = threading.Event()
     events: list[FileProgress | IngestSummary] = []
+    spans.clear()
     run = threading.Thread(
         target=lambda: events.extend(
             pipeline.run(collect_paths([str(folder)], EVERYWHERE), "docs", cancelled=cancelled)
@@ -663,6 +665,9 @@ def test_a_cancelled_run_stops_waiting_for_its_conversions(
     assert len(outcomes) == 4 and all("was stopped" in reason for reason in outcomes.values()), outcomes
     assert len(docling.requests) == 2  # the files after the cancel were never sent
     assert pipeline.list_documents("docs") == []
+    parses = [s for s in spans.get_finished_spans() if s.name == "ingest.parse"]
+    assert len(parses) == 4 and {s.status.status_code.name for s in parses} == {"UNSET"}  # no failures
+    assert all([e.name for e in s.events] == ["cancelled"] for s in parses)
 
 
 def test_ahead_with_workers_hands_results_over_in_order_and_holds_its_bounds() -> None:
