@@ -177,7 +177,6 @@ class UnitOfWork:
             {
                 "documents": [d.__dict__ for d in change.documents],
                 "removed": [[change.library, d] for d in change.removed],
-                "library": change.library,
                 "lancedb": tables,
                 "tantivy": self._lexical.opstamp(),
             }
@@ -192,8 +191,7 @@ class UnitOfWork:
         what = f"{len(docs)} documents written and {len(removed)} removed"
         if self._lexical.opstamp() != entry["tantivy"]:
             # Which entities it touched is not in the journal: all the library's communities are due.
-            library = entry.get("library") or next((d["library"] for d in docs), None)  # (older journals)
-            library = library or next((lib for lib, _ in removed), None)
+            library = next(iter([d["library"] for d in docs] + [lib for lib, _ in removed]), None)
             every = (library, [EVERY_COMMUNITY]) if self._graph is not None and library else None
             self._catalog.end_batch(
                 [Document(**{**d, "groups": tuple(d.get("groups", ()))}) for d in docs],

@@ -359,12 +359,8 @@ def test_communities_a_stopped_run_left_out_are_made_by_the_next_run(
 ) -> None:
     """A run stopped once its last batch is written (a cancel then) skips the communities; the next
     run, finding every document unchanged, makes them, also in a process that did not write them
-    (the library's stale mark is in the catalog): then every community is summarised anew."""
-    events = stores.pipeline.run(collect_paths([str(stores.docs)], EVERYWHERE), "default")
-    for event in events:
-        if isinstance(event, FileProgress) and event.stage is FileStage.INDEXED:
-            break
-    events.close()  # what the events' reader does when the call is cancelled
+    (the entities the batch touched are in the catalog)."""
+    _stopped_once_written(stores.pipeline, stores.docs)
     written = stores.pipeline.list_documents("default")
     assert written and stores.communities() == {}
     if restarted:
@@ -411,7 +407,7 @@ def _stopped_once_written(pipeline: IngestPipeline, folder: Path) -> None:
     for event in events:
         if isinstance(event, FileProgress) and event.stage is FileStage.INDEXED:
             break
-    events.close()
+    events.close()  # what the events' reader does when the call is cancelled
 
 
 def test_a_change_one_worker_wrote_is_summarised_by_another_workers_refresh(
