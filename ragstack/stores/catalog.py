@@ -99,6 +99,15 @@ class Catalog:
         """The entity keys whose communities wait for a refresh (EVERY_COMMUNITY among them: all)."""
         return {r[0] for r in self._db.all("SELECT key FROM graph_touched WHERE library = ?", (library,))}
 
+    def graph_emptied(self) -> builtins.list[str]:
+        """Libraries whose communities wait for a refresh but that have no documents left (a delete's
+        refresh failed): no run into them will come to make it."""
+        rows = self._db.all(
+            "SELECT DISTINCT library FROM graph_touched"
+            " WHERE library NOT IN (SELECT DISTINCT library FROM documents) ORDER BY library"
+        )
+        return [r[0] for r in rows]
+
     def graph_refreshed(self, library: str) -> None:
         self._db.execute("DELETE FROM graph_touched WHERE library = ?", (library,))
 

@@ -64,7 +64,7 @@ from services.ingest.budgets import Budgets
 from services.ingest.chunker import chunk_markdown, split_pages
 from services.ingest.dense_windows import embed_chunks
 from services.ingest.enrich import Enricher
-from services.ingest.graph_index import GraphIndex
+from services.ingest.graph_index import CommunityCounts, GraphIndex
 from services.ingest.parse_worker import ParsePool, is_heavy
 from services.ingest.remote_convert import DoclingServe
 from services.ingest.sources import DocItem, Rejected, SourceItem, expand
@@ -250,21 +250,29 @@ class IngestPipeline:
 
     def _refresh_graph(self, library: str, summary: IngestSummary) -> None:
         """The library's communities made again when writes touched its graph since they were last
-        made (in this run or in any other: the catalog says), else only counted."""
+        made (in this run or in any other: the catalog says), else only counted; and those of any
+        library emptied since its own refresh failed, which would otherwise outlive its documents."""
+        for emptied in self._catalog.graph_emptied():
+            if emptied != library:
+                self._refresh_communities(emptied)
+        counts = self._refresh_communities(library)
+        if counts is not None:
+            summary.entities, summary.relations = counts.entities, counts.relations
+            summary.communities, summary.communities_summarized = counts.communities, counts.summarized
+
+    def _refresh_communities(self, library: str) -> CommunityCounts | None:
         assert self._graph is not None
         try:
             with tracer.start_as_current_span("ingest.communities"), self._stores.exclusive():
                 touched = self._catalog.graph_touched(library)  # under the lock: no write in between
-                if touched:
-                    counts = self._graph.refresh(library, None if EVERY_COMMUNITY in touched else touched)
-                    self._catalog.graph_refreshed(library)
-                else:
-                    counts = self._graph.counts(library)
+                if not touched:
+                    return self._graph.counts(library)
+                counts = self._graph.refresh(library, None if EVERY_COMMUNITY in touched else touched)
+                self._catalog.graph_refreshed(library)
+                return counts
         except Exception:  # the chunks are indexed; the touched keys stay: the next run tries again
             log.exception("refreshing the graph communities of %s failed", library)
-            return
-        summary.entities, summary.relations = counts.entities, counts.relations
-        summary.communities, summary.communities_summarized = counts.communities, counts.summarized
+            return None
 
     def _prune(
         self,

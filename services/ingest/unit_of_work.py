@@ -190,9 +190,10 @@ class UnitOfWork:
         docs, removed = entry["documents"], entry.get("removed", [])  # journals before deletes had none
         what = f"{len(docs)} documents written and {len(removed)} removed"
         if self._lexical.opstamp() != entry["tantivy"]:
-            # Which entities it touched is not in the journal: all the library's communities are due.
+            # Which entities it touched is not in the journal: all the library's communities are due
+            # (marked in a process without the graph too: the unit may have written graph rows).
             library = next(iter([d["library"] for d in docs] + [lib for lib, _ in removed]), None)
-            every = (library, [EVERY_COMMUNITY]) if self._graph is not None and library else None
+            every = (library, [EVERY_COMMUNITY]) if library else None
             self._catalog.end_batch(
                 [Document(**{**d, "groups": tuple(d.get("groups", ()))}) for d in docs],
                 [(lib, doc) for lib, doc in removed],

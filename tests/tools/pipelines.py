@@ -19,12 +19,17 @@ from tests.tools import state as state_tools
 
 
 def plain_pipeline(
-    root: Path, embedder: Any, chunk_tokens: int, max_file_bytes: int, **options: Any
+    root: Path,
+    embedder: Any,
+    chunk_tokens: int,
+    max_file_bytes: int,
+    lance: Path | None = None,
+    **options: Any,
 ) -> IngestPipeline:
-    """A pipeline without the graph, its stores in `root` (LanceDB in `root/lance`)."""
+    """A pipeline without the graph, its stores in `root` (LanceDB in `lance`, else `root/lance`)."""
     return IngestPipeline(
         Catalog(state_tools.store(StateConfig(), root, catalog_store)),
-        VectorStore(root / "lance", embedder.dimension, writer=True),
+        VectorStore(lance or root / "lance", embedder.dimension, writer=True),
         LexicalStore(root / "tantivy", writer=True),
         embedder,
         chunk_tokens=chunk_tokens,

@@ -19,13 +19,14 @@ from ragstack.domain import Chunk, FileProgress, FileStage, IngestSummary, Searc
 from ragstack.errors import Cancelled
 from ragstack.guard.paths import PathGuard
 from ragstack.state.locks import SharedLock
+from ragstack.stores.catalog import EVERY_COMMUNITY
 from ragstack.stores.graph import GraphStore
 from ragstack.stores.vectors import VectorStore
 from services.ingest.graph_extract import EntityExtractor, may_name, prose
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.sources import collect_paths
 from services.retrieve.graph_search import GraphSearch
-from tests.tools.pipelines import graph_pipeline
+from tests.tools.pipelines import graph_pipeline, plain_pipeline
 
 DOCS = Path(__file__).resolve().parents[2] / "data" / "graph"
 
@@ -378,12 +379,14 @@ class Crash(BaseException):
     """Stands for kill -9: nothing after it runs, no `except Exception` catches it."""
 
 
+@pytest.mark.parametrize("recovered_by", ["graph", "no graph"], ids=["its process", "a graph-off process"])
 def test_a_unit_a_crash_stopped_is_finished_with_its_communities_due(
-    stores: Stores, tmp_path: Path, embedder, extractor: EntityExtractor
+    stores: Stores, tmp_path: Path, embedder, extractor: EntityExtractor, recovered_by: str
 ) -> None:
     """A crash after the stores' commits but before the catalog's: the next start finishes the unit
-    (services/ingest/unit_of_work.py) and marks the library's communities due, so the next run
-    makes them though it finds every document unchanged."""
+    (services/ingest/unit_of_work.py) and marks the library's communities due, also when the start
+    is a process configured without the graph, so the next run with it makes them though it finds
+    every document unchanged."""
 
     def crash(*args: object, **kwargs: object) -> None:
         raise Crash
@@ -392,6 +395,10 @@ def test_a_unit_a_crash_stopped_is_finished_with_its_communities_due(
     with pytest.raises(Crash):
         stores.ingest()
     stores.pipeline._lexical.close()
+    if recovered_by == "no graph":
+        plain = plain_pipeline(tmp_path, embedder, 256, 200_000, lance=tmp_path / "data" / "lancedb")
+        assert plain._catalog.graph_touched("default") == {EVERY_COMMUNITY}
+        plain._lexical.close()
     stores.pipeline, stores.vectors = graph_pipeline(
         tmp_path, tmp_path / "data" / "lancedb", embedder, extractor
     )
@@ -399,6 +406,30 @@ def test_a_unit_a_crash_stopped_is_finished_with_its_communities_due(
     assert written and stores.communities() == {}  # finished forward, no communities yet
     summary = stores.ingest()
     assert summary.unchanged == len(written) and summary.communities == len(stores.communities()) >= 3
+
+
+def test_the_communities_of_a_library_emptied_by_a_failed_refresh_go_at_the_next_refresh(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its last documents deleted and the refresh after failing, a library's communities (summaries
+    of the deleted text) would wait for a run into it that may never come: the next refresh, of any
+    library, removes them."""
+    list(stores.pipeline.run(collect_paths([str(stores.docs)], EVERYWHERE), "gone"))
+    assert stores.graph.communities("gone")[0]
+    store = stores.pipeline._graph._store  # type: ignore[union-attr]
+    real = store.replace_communities
+
+    def disk_full_once(*args: Any, **kwargs: Any) -> None:
+        monkeypatch.setattr(store, "replace_communities", real)
+        raise OSError("disk full")
+
+    monkeypatch.setattr(store, "replace_communities", disk_full_once)
+    gone = [d.document_id for d in stores.pipeline.list_documents("gone")]
+    assert stores.pipeline.remove_documents("gone", gone) == len(gone)
+    assert stores.graph.communities("gone")[0]  # left by the failed refresh
+    (stores.docs / "hopper.md").write_text(HOPPER)
+    stores.ingest()  # another library
+    assert stores.graph.communities("gone")[0] == [] and stores.communities()
 
 
 def _stopped_once_written(pipeline: IngestPipeline, folder: Path) -> None:
