@@ -16,6 +16,7 @@ import os
 import queue
 import resource
 import threading
+import time
 from multiprocessing.connection import Connection
 from pathlib import PurePath
 from typing import Any
@@ -30,6 +31,7 @@ log = logging.getLogger(__name__)
 HEAVY = set(readers.DOCLING) | set(readers.IMAGES) | {".pdf"}
 _START_TIMEOUT_S = 120.0  # a worker's interpreter and parsers loading (not the file's time)
 _RECYCLE_RSS_MB = 1024  # a worker this large after a file exits and is replaced
+_POLL_S = 0.05  # how soon a parse, or a wait for a worker, sees its run stopped
 CANCELLED = "the parse was stopped: its ingest was cancelled or the service is stopping"
 
 
@@ -46,39 +48,24 @@ class ParseWorker:
         self._lock = threading.Lock()
         self._process: Any = None
         self._conn: Connection | None = None
-        self._owner: object = None  # whose parse is in flight
-        self._cancelled = False  # that parse's owner cancelled it, maybe before its process started
-        self._stopping = False  # the process is being killed on purpose (cancel, close)
+        self._stopping = False  # the process is being killed on purpose (close)
 
-    def parse(self, name: str, data: bytes, kind: str = "", owner: object = None) -> readers.Parsed:
-        """`owner`: who asks (an ingest run), so that `cancel(owner)` stops only its own parse."""
+    def parse(
+        self, name: str, data: bytes, kind: str = "", stop: threading.Event | None = None
+    ) -> readers.Parsed:
+        """Once `stop` is set (its ingest was cancelled), the parse fails with Cancelled within
+        _POLL_S, its process killed if it was parsing or starting (a fresh one takes the next file)."""
         with self._lock:
-            self._owner, self._cancelled = owner, False
-            try:
-                return self._parse(name, data, kind)
-            finally:
-                self._owner = None
+            return self._parse(name, data, kind, stop or threading.Event())
 
-    def cancel(self, owner: object) -> None:
-        """Stops the parse in flight if it is `owner`'s (that file fails; a fresh process parses the
-        next); another's parse goes on. A parse whose process is still starting stops before it
-        sends its file: the process is not there to kill yet."""
-        if owner is None or self._owner is not owner:
-            return
-        self._cancelled = True
-        process = self._process
-        if process is not None and process.is_alive():
-            self._stopping = True
-            process.kill()
-
-    def _parse(self, name: str, data: bytes, kind: str) -> readers.Parsed:
-        conn = self._ready()
-        if self._cancelled:
+    def _parse(self, name: str, data: bytes, kind: str, stop: threading.Event) -> readers.Parsed:
+        conn = self._ready(stop)
+        if stop.is_set():
             raise Cancelled(CANCELLED)
         conn.send((name, data, kind))
         timeout = self._budgets.parse_timeout_s
         try:
-            answered = conn.poll(timeout)
+            answered = self._answered(conn, timeout, stop)
         except (EOFError, OSError):
             raise self._died() from None
         if not answered:
@@ -99,6 +86,18 @@ class ParseWorker:
         assert isinstance(payload, Exception)
         raise payload
 
+    def _answered(self, conn: Connection, seconds: float, stop: threading.Event) -> bool:
+        """Whether the process says something within `seconds`; once `stop` is set, it is killed
+        and the parse is Cancelled."""
+        deadline = time.monotonic() + seconds
+        while not conn.poll(_POLL_S):
+            if stop.is_set():
+                self._stop()
+                raise Cancelled(CANCELLED)
+            if time.monotonic() >= deadline:
+                return False
+        return True
+
     def close(self) -> None:
         """Stops the worker; a parse in flight fails at once (the service is stopping)."""
         process = self._process
@@ -108,7 +107,7 @@ class ParseWorker:
         with self._lock:
             self._stop()
 
-    def _ready(self) -> Connection:
+    def _ready(self, stop: threading.Event) -> Connection:
         if self._process is not None and self._process.is_alive() and self._conn is not None:
             return self._conn
         self._stop()
@@ -119,10 +118,17 @@ class ParseWorker:
         )
         process.start()
         child.close()
-        if not parent.poll(_START_TIMEOUT_S) or parent.recv() != "ready":
-            process.kill()
+        self._process, self._conn = process, parent  # so that close() can stop it while it starts
+        try:
+            ready = self._answered(parent, _START_TIMEOUT_S, stop) and parent.recv() == "ready"
+        except (EOFError, OSError):
+            ready = False
+        if not ready:
+            stopping = self._stopping
+            self._stop()
+            if stopping:
+                raise Cancelled(CANCELLED)
             raise UnsupportedFormat("the parser process did not start; see the service log")
-        self._process, self._conn = process, parent
         return parent
 
     def _died(self) -> RagstackError:
@@ -250,16 +256,23 @@ class ParsePool:
         for worker in self._workers:
             self._idle.put(worker)
 
-    def parse(self, name: str, data: bytes, kind: str = "", owner: object = None) -> readers.Parsed:
-        worker = self._idle.get()
+    def parse(
+        self, name: str, data: bytes, kind: str = "", stop: threading.Event | None = None
+    ) -> readers.Parsed:
+        """As ParseWorker.parse; a parse waiting for a worker is Cancelled too once `stop` is set."""
+        worker = self._take(stop)
         try:
-            return worker.parse(name, data, kind, owner)
+            return worker.parse(name, data, kind, stop)
         finally:
             self._idle.put(worker)
 
-    def cancel(self, owner: object) -> None:
-        for worker in self._workers:
-            worker.cancel(owner)
+    def _take(self, stop: threading.Event | None) -> ParseWorker:
+        while True:
+            try:
+                return self._idle.get(timeout=None if stop is None else _POLL_S)
+            except queue.Empty:
+                if stop is not None and stop.is_set():
+                    raise Cancelled(CANCELLED) from None
 
     def close(self) -> None:
         for worker in self._workers:

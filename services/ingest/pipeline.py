@@ -155,7 +155,6 @@ class IngestPipeline:
         enrich: bool = False,
         groups: Sequence[str] = (),
         caller: tuple[str, ...] | None = None,
-        token: object = None,
         removals: Sequence[str] = (),
         cancelled: threading.Event | None = None,
     ) -> Generator[FileProgress | IngestSummary, None, None]:
@@ -164,11 +163,11 @@ class IngestPipeline:
         With `enrich`, every new chunk gets the LLM's situating sentence first (when one answers).
         `groups`: the ACL groups of every document written (empty: public). `caller`: the ACL of
         who ingests (None: sees all); a document it may not see is neither replaced nor pruned.
-        `token`: names this run for `interrupt`. `removals`: ids of documents to remove (a
-        source's items gone), with the pruned ones. Once `cancelled` is set, a batch being
-        embedded, enriched or having its entities extracted is dropped when the slice of it in hand
-        is done, and the run raises Cancelled once the batch before it is written (a run that had
-        nothing left to embed ends as usual)."""
+        `removals`: ids of documents to remove (a source's items gone), with the pruned ones. Once
+        `cancelled` is set, a parse or conversion in flight fails (see ParsePool, DoclingServe), a
+        batch being embedded, enriched or having its entities extracted is dropped when the slice
+        of it in hand is done, and the run raises Cancelled once the batch before it is written (a
+        run that had nothing left to embed ends as usual)."""
         if not items and not prune_roots and not removals:
             raise InvalidArgument("nothing to ingest: give paths or files")
         acl = acl_groups(groups)
@@ -197,9 +196,9 @@ class IngestPipeline:
             if isinstance(doc, Rejected):
                 return None
             if remote is not None and remote.converts(doc.source, doc.kind):
-                return self._prepare(doc, library, known, index, acl, caller, token, cancelled)
+                return self._prepare(doc, library, known, index, acl, caller, cancelled)
             with local:
-                return self._prepare(doc, library, known, index, acl, caller, token, cancelled)
+                return self._prepare(doc, library, known, index, acl, caller, cancelled)
 
         pending: list[_Prepared] = []
         # Leaving the block stops the parsing ahead (the files in hand are finished) and waits for
@@ -308,7 +307,6 @@ class IngestPipeline:
         index: int,
         groups: tuple[str, ...],
         caller: tuple[str, ...] | None,
-        token: object,
         cancelled: threading.Event | None,
     ) -> _Prepared | None:
         state = known.get(item.document_id)
@@ -332,10 +330,10 @@ class IngestPipeline:
             if self._converter is not None and self._converter.converts(item.source, item.kind):
                 # On this thread, not in a parser process: why in services/ingest/remote_convert.py.
                 parsed = self._converter.parse(
-                    item.source, data, item.kind, self._budgets, self._parser, token, cancelled
+                    item.source, data, item.kind, self._budgets, self._parser, cancelled
                 )
             elif self._parser is not None and is_heavy(item.source, item.kind):
-                parsed = self._parser.parse(item.source, data, item.kind, owner=token)
+                parsed = self._parser.parse(item.source, data, item.kind, cancelled)
             else:
                 parsed = readers.parse(item.source, data, item.kind, self._budgets)
         with tracer.start_as_current_span("ingest.chunk"):
@@ -527,13 +525,6 @@ class IngestPipeline:
         except Exception:
             log.exception("entity extraction failed for a batch of %d chunks", len(chunks))
             return [], []
-
-    def interrupt(self, token: object) -> None:
-        """Stops the run `token` names from waiting for its parse in flight in the parser process
-        (that file fails; a fresh process parses the next): an abandoned run need not wait for it.
-        Another run's parse goes on."""
-        if self._parser is not None:
-            self._parser.cancel(token)
 
     def libraries(self) -> list[tuple[str, int, int, str]]:
         return self._catalog.libraries()

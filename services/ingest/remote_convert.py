@@ -177,7 +177,6 @@ class DoclingServe:
         kind: str = "",
         budgets: Budgets | None = None,
         pool: ParsePool | None = None,
-        owner: object = None,
         stop: threading.Event | None = None,
     ) -> readers.Parsed:
         """readers.parse with the conversion done by the server. A PDF with pages without a text
@@ -190,7 +189,7 @@ class DoclingServe:
         except PagesNeedOcr as err:
             assert pool is not None
             log.info("%s: %s; read locally, with OCR", name, err)
-            return pool.parse(name, data, kind, owner=owner)
+            return pool.parse(name, data, kind, stop)
 
     def document(self, name: str, data: bytes, stop: threading.Event | None = None) -> DoclingDocument:
         """The file `name` converted by the server (one request). Raises a RagstackError naming

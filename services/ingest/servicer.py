@@ -105,7 +105,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
             items.extend(Rejected(u, why) for u, why in skipped)
         async with self._writer():
             roots = resolved(request.paths) if request.prune else []
-            token, cancelled, interrupt = self._stopper()
+            cancelled = threading.Event()
             events = self._pipeline.run(
                 items,
                 library,
@@ -113,10 +113,9 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
                 enrich=request.enrich,
                 groups=groups,
                 caller=auth.current().acl,
-                token=token,
                 cancelled=cancelled,
             )
-            async for event in _read_ahead(events, interrupt):
+            async for event in _read_ahead(events, cancelled):
                 yield _event_pb(event)
 
     async def _sync(self, request: ingest_pb2.IngestRequest) -> AsyncIterator[ingest_pb2.IngestResponse]:
@@ -124,21 +123,10 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         sources = self._registry_of_sources()
         self._source_request(request)
         async with self._writer():
-            token, cancelled, interrupt = self._stopper()
-            events = sources.sync.run(request.source, auth.current().acl, token, cancelled)
-            async for event in _read_ahead(events, interrupt):
+            cancelled = threading.Event()
+            events = sources.sync.run(request.source, auth.current().acl, cancelled)
+            async for event in _read_ahead(events, cancelled):
                 yield _event_pb(event)
-
-    def _stopper(self) -> tuple[object, threading.Event, Callable[[], None]]:
-        """A run's token (its parse in the parser pool), the event its listing, embedding and
-        extraction watch, and what stops both: `_read_ahead` calls it when the call is cancelled."""
-        token, cancelled = object(), threading.Event()
-
-        def interrupt() -> None:
-            cancelled.set()
-            self._pipeline.interrupt(token)
-
-        return token, cancelled, interrupt
 
     def _source_request(self, request: ingest_pb2.IngestRequest) -> str:
         """The library of the source a request syncs, once the request is checked."""
@@ -695,14 +683,13 @@ async def _to_thread_to_the_end(on_cancel: Callable[[], None], fn: Callable[...,
         raise
 
 
-async def _read_ahead(
-    events: Generator[_T, None, None], interrupt: Callable[[], None] = lambda: None
-) -> AsyncIterator[_T]:
+async def _read_ahead(events: Generator[_T, None, None], cancelled: threading.Event) -> AsyncIterator[_T]:
     """The generator's items, run on one worker thread and handed over in bursts: one thread hop
     per burst, not per item (re-ingesting a corpus is thousands of `unchanged` events). When the
     reader stops early (a cancelled call: the client went away, or the service is stopping),
-    `interrupt` stops a parse in flight and the generator is closed on its own thread, which lets
-    the pipeline finish the batch it is writing; this returns once it has."""
+    `cancelled` is set, which the run's parsing, listing, embedding and extraction watch, and the
+    generator is closed on its own thread, which lets the pipeline finish the batch it is writing;
+    this returns once it has."""
     ahead = Ahead(events, _same, _one, _READ_AHEAD, "ingest-events")
     finished = False
     try:
@@ -712,7 +699,7 @@ async def _read_ahead(
         finished = True
     finally:
         if not finished:
-            interrupt()
+            cancelled.set()
         await asyncio.to_thread(ahead.close)
 
 

@@ -144,7 +144,6 @@ class SourceSync:
         self,
         name: str,
         caller: tuple[str, ...] | None = None,
-        token: object = None,
         cancelled: threading.Event | None = None,
     ) -> Generator[FileProgress | IngestSummary, None, None]:
         """The sync job: progress events as an ingest's, then the summary. Once `cancelled` is
@@ -172,7 +171,6 @@ class SourceSync:
                 enrich=False,
                 groups=acl_groups(spec.groups),
                 caller=caller,
-                token=token,
                 removals=removals,
                 cancelled=cancelled,
             )

@@ -1,5 +1,6 @@
-"""The parser processes: a parse beside a stuck one is not held up, cancelling a run stops its own
-parse only, and a killed worker is replaced for the next file."""
+"""The parser processes: a parse beside a stuck one is not held up, a run's stop (its `cancelled`
+event) stops its own parse only, also while it waits for a worker or for the worker to start, and a
+killed worker is replaced for the next file."""
 
 from __future__ import annotations
 
@@ -12,20 +13,21 @@ import pytest
 
 from ragstack.bench import hostile_files as files
 from ragstack.errors import Cancelled
+from services.ingest import parse_worker
 from services.ingest.budgets import Budgets, OverBudget
 from services.ingest.parse_worker import ParsePool, ParseWorker
 
 PAGE = b"<html><head><title>Okapi</title></head><body><main><h1>Okapi</h1><p>A giraffid.</p></main></html>"
 
 
-def start_stuck_parse(parse: Callable[..., Any], owner: object) -> tuple[threading.Thread, list[str]]:
-    """`owner`'s parse of a file Docling gets stuck on, in a thread of its own; the list gets the
-    Cancelled error it ends with when it is stopped."""
+def start_stuck_parse(parse: Callable[..., Any], stop: threading.Event) -> tuple[threading.Thread, list[str]]:
+    """A parse of a file Docling gets stuck on, stopped by `stop`, in a thread of its own; the list
+    gets the Cancelled error it ends with when it is stopped."""
     errors: list[str] = []
 
     def runaway() -> None:
         try:
-            parse("empty.docx", files.docx(1_000_000), owner=owner)
+            parse("empty.docx", files.docx(1_000_000), stop=stop)
         except Cancelled as err:
             errors.append(str(err))
 
@@ -34,25 +36,43 @@ def start_stuck_parse(parse: Callable[..., Any], owner: object) -> tuple[threadi
     return thread, errors
 
 
-def test_a_parse_beside_a_stuck_one_goes_on_and_cancel_stops_its_own() -> None:
+def test_a_parse_beside_a_stuck_one_goes_on_and_its_run_stop_stops_only_its_own() -> None:
     pool = ParsePool(Budgets(parse_timeout_s=60, parse_memory_mb=2048), size=2)
-    stuck = object()
+    stuck = threading.Event()
     thread, errors = start_stuck_parse(pool.parse, stuck)
     try:
         time.sleep(1)
         start = time.monotonic()
-        parsed = pool.parse("page.html", PAGE, owner=object())  # the other worker: its own start, then this
+        parsed = pool.parse("page.html", PAGE, stop=threading.Event())  # the other worker
         assert "giraffid" in parsed.markdown and time.monotonic() - start < 30
         assert thread.is_alive()  # the first is still stuck in Docling
-        pool.cancel(object())  # nobody's parse: nothing stops
-        assert thread.is_alive()
-        pool.cancel(stuck)
+        stuck.set()
         thread.join(timeout=10)
         assert not thread.is_alive() and "its ingest was cancelled" in errors[0]
         assert "Okapi" in pool.parse("again.html", PAGE).title  # a fresh worker for the next
     finally:
         pool.close()
         thread.join(timeout=10)
+
+
+def test_a_parse_waiting_for_a_worker_stops_with_its_run() -> None:
+    """One worker, held by another run's stuck parse: a run cancelled while it waits for the worker
+    leaves at once, not when the stuck parse ends; the stuck one goes on."""
+    pool = ParsePool(Budgets(parse_timeout_s=60, parse_memory_mb=2048), size=1)
+    stuck, waiting = threading.Event(), threading.Event()
+    thread, errors = start_stuck_parse(pool.parse, stuck)
+    other, other_errors = start_stuck_parse(pool.parse, waiting)
+    try:
+        time.sleep(1)
+        waiting.set()
+        other.join(timeout=10)
+        assert not other.is_alive() and "its ingest was cancelled" in other_errors[0]
+        assert thread.is_alive() and not errors
+    finally:
+        stuck.set()
+        pool.close()
+        thread.join(timeout=10)
+        other.join(timeout=10)
 
 
 def test_a_worker_past_its_deadline_is_killed_and_replaced() -> None:
@@ -68,26 +88,26 @@ def test_a_worker_past_its_deadline_is_killed_and_replaced() -> None:
 def test_a_cancel_while_the_worker_starts_stops_the_parse_before_its_file_is_sent(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """The process still loading its parsers is stopped with the run (not the 60 s the stuck file
+    would take once sent), and the next parse starts a fresh one."""
     worker = ParseWorker(Budgets(parse_timeout_s=60, parse_memory_mb=2048))
-    starting, cancelled = threading.Event(), threading.Event()
-    start = ParseWorker._ready
-
-    def held_start(self: ParseWorker) -> Any:  # the process starts only once the cancel is in
-        starting.set()
-        cancelled.wait(10)
-        return start(self)
-
-    monkeypatch.setattr(ParseWorker, "_ready", held_start)
-    stuck = object()
-    thread, errors = start_stuck_parse(worker.parse, stuck)
+    monkeypatch.setattr(parse_worker, "_serve", slow_start)
+    stop = threading.Event()
+    thread, errors = start_stuck_parse(worker.parse, stop)
     try:
-        assert starting.wait(10)
-        worker.cancel(stuck)  # no process to kill yet
-        cancelled.set()
-        thread.join(timeout=30)  # not the 60 s the stuck file would take
+        time.sleep(1)
+        stop.set()
+        thread.join(timeout=10)
         assert not thread.is_alive() and "its ingest was cancelled" in errors[0]
         monkeypatch.undo()
-        assert "giraffid" in worker.parse("page.html", PAGE).markdown  # the started process serves on
+        assert "giraffid" in worker.parse("page.html", PAGE).markdown
     finally:
         worker.close()
         thread.join(timeout=10)
+
+
+def slow_start(conn: Any, budgets: Budgets) -> None:
+    """The worker process's loop after 30 s of loading (it runs in the spawned process, which
+    imports it from here)."""
+    time.sleep(30)
+    parse_worker._serve(conn, budgets)
