@@ -103,8 +103,8 @@ class Catalog:
         """Libraries whose communities wait for a refresh but that have no documents left (a delete's
         refresh failed): no run into them will come to make it."""
         rows = self._db.all(
-            "SELECT DISTINCT library FROM graph_touched"
-            " WHERE library NOT IN (SELECT DISTINCT library FROM documents) ORDER BY library"
+            "SELECT DISTINCT t.library FROM graph_touched t WHERE NOT EXISTS"
+            " (SELECT 1 FROM documents d WHERE d.library = t.library) ORDER BY t.library"
         )
         return [r[0] for r in rows]
 

@@ -49,6 +49,7 @@ class ParseWorker:
         self._process: Any = None
         self._conn: Connection | None = None
         self._stopping = False  # the process is being killed on purpose (close)
+        self._closed = False
 
     def parse(
         self, name: str, data: bytes, kind: str = "", stop: threading.Event | None = None
@@ -59,12 +60,14 @@ class ParseWorker:
             return self._parse(name, data, kind, stop or threading.Event())
 
     def _parse(self, name: str, data: bytes, kind: str, stop: threading.Event) -> readers.Parsed:
+        if stop.is_set() or self._closed:  # no process started for a run already stopped
+            raise Cancelled(CANCELLED)
         conn = self._ready(stop)
         if stop.is_set():
             raise Cancelled(CANCELLED)
-        conn.send((name, data, kind))
         timeout = self._budgets.parse_timeout_s
         try:
+            conn.send((name, data, kind))
             answered = self._answered(conn, timeout, stop)
         except (EOFError, OSError):
             raise self._died() from None
@@ -87,11 +90,11 @@ class ParseWorker:
         raise payload
 
     def _answered(self, conn: Connection, seconds: float, stop: threading.Event) -> bool:
-        """Whether the process says something within `seconds`; once `stop` is set, it is killed
-        and the parse is Cancelled."""
+        """Whether the process says something within `seconds`; once `stop` is set (or the worker
+        closed), it is killed and the parse is Cancelled."""
         deadline = time.monotonic() + seconds
         while not conn.poll(_POLL_S):
-            if stop.is_set():
+            if stop.is_set() or self._closed:
                 self._stop()
                 raise Cancelled(CANCELLED)
             if time.monotonic() >= deadline:
@@ -99,7 +102,9 @@ class ParseWorker:
         return True
 
     def close(self) -> None:
-        """Stops the worker; a parse in flight fails at once (the service is stopping)."""
+        """Stops the worker; a parse in flight fails at once, and any later one (the service is
+        stopping)."""
+        self._closed = True
         process = self._process
         if process is not None and process.is_alive():
             self._stopping = True

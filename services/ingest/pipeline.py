@@ -251,18 +251,26 @@ class IngestPipeline:
         """The library's communities made again when writes touched its graph since they were last
         made (in this run or in any other: the catalog says), else only counted; and those of any
         library emptied since its own refresh failed, which would otherwise outlive its documents."""
-        for emptied in self._catalog.graph_emptied():
-            if emptied != library:
-                self._refresh_communities(emptied)
+        try:
+            emptied = [e for e in self._catalog.graph_emptied() if e != library]
+        except Exception:  # what this run or delete did is done: only that cleaning waits
+            log.exception("listing the emptied libraries' communities failed")
+            emptied = []
+        for other in emptied:
+            self._refresh_communities(other, emptied=True)
         counts = self._refresh_communities(library)
         if counts is not None:
             summary.entities, summary.relations = counts.entities, counts.relations
             summary.communities, summary.communities_summarized = counts.communities, counts.summarized
 
-    def _refresh_communities(self, library: str) -> CommunityCounts | None:
+    def _refresh_communities(self, library: str, emptied: bool = False) -> CommunityCounts | None:
+        """`emptied`: only if the library still has no documents (another worker may have begun
+        writing to it since it was listed; its own run will refresh it)."""
         assert self._graph is not None
         try:
             with tracer.start_as_current_span("ingest.communities"), self._stores.exclusive():
+                if emptied and library not in self._catalog.graph_emptied():
+                    return None
                 touched = self._catalog.graph_touched(library)  # under the lock: no write in between
                 if not touched:
                     return self._graph.counts(library)

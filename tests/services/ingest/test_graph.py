@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -430,6 +431,23 @@ def test_the_communities_of_a_library_emptied_by_a_failed_refresh_go_at_the_next
     (stores.docs / "hopper.md").write_text(HOPPER)
     stores.ingest()  # another library
     assert stores.graph.communities("gone")[0] == [] and stores.communities()
+
+
+def test_a_delete_is_done_though_listing_the_emptied_libraries_fails(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """That cleaning comes after what the call did: a state database that fails it (locked, restarting)
+    fails neither the delete nor the library's own refresh."""
+    stores.ingest()
+
+    def locked() -> list[str]:
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(stores.pipeline._catalog, "graph_emptied", locked)
+    doc = stores.doc("toto")
+    assert stores.pipeline.delete_document("default", doc) > 0
+    assert all(doc not in c.document_ids for c in stores.graph.communities("default")[0])
+    assert not stores.pipeline._catalog.graph_touched("default")  # its own refresh ran
 
 
 def _stopped_once_written(pipeline: IngestPipeline, folder: Path) -> None:

@@ -57,10 +57,13 @@ def test_a_parse_beside_a_stuck_one_goes_on_and_its_run_stop_stops_only_its_own(
 
 def test_a_parse_waiting_for_a_worker_stops_with_its_run() -> None:
     """One worker, held by another run's stuck parse: a run cancelled while it waits for the worker
-    leaves at once, not when the stuck parse ends; the stuck one goes on."""
+    leaves at once, not when the stuck parse ends; the stuck one goes on until the pool closes."""
     pool = ParsePool(Budgets(parse_timeout_s=60, parse_memory_mb=2048), size=1)
     stuck, waiting = threading.Event(), threading.Event()
     thread, errors = start_stuck_parse(pool.parse, stuck)
+    deadline = time.monotonic() + 10
+    while not pool._idle.empty() and time.monotonic() < deadline:  # the first has the worker
+        time.sleep(0.01)
     other, other_errors = start_stuck_parse(pool.parse, waiting)
     try:
         time.sleep(1)
@@ -68,6 +71,11 @@ def test_a_parse_waiting_for_a_worker_stops_with_its_run() -> None:
         other.join(timeout=10)
         assert not other.is_alive() and "its ingest was cancelled" in other_errors[0]
         assert thread.is_alive() and not errors
+        pool.close()  # the service stopping: the stuck parse fails, and any parse after it
+        thread.join(timeout=10)
+        assert not thread.is_alive() and errors
+        with pytest.raises(Cancelled):
+            pool.parse("page.html", PAGE)
     finally:
         stuck.set()
         pool.close()
