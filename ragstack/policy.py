@@ -36,6 +36,9 @@ STRIP_SIMILARITY = 0.6  # a sentence's score: its similarity to the question,
 STRIP_COVERAGE = 0.4  # the share of the question's content words it holds,
 STRIP_HEADING = 0.1  # the share its section heading adds,
 STRIP_RANK_PENALTY = 0.01  # less a little per rank of its evidence
+# A heading, a table's header cell or a row's first cell in an LLM's answer is a name while it is
+# this short; a longer one states something and must cite like a sentence (ragstack/answer_units.py).
+LABEL_WORDS = 5
 # An instruction inside a document (services/agent/instructions.py) is quoted, or shown to the
 # LLM, only when it holds this share of the question's content words: the question is about it.
 INSTRUCTION_OVERLAP = 0.5

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ragstack.answer_units import answer_units, says_not_stated
 from ragstack.text import CITATION_MARKER, citation_refs, declares_ungrounded, split_sentences
 
 _MARKER = CITATION_MARKER
@@ -28,17 +29,19 @@ def without_markers(text: str) -> str:
 
 
 def split_claims(answer: str) -> list[DraftClaim]:
-    """One claim per sentence of prose, and per cell of a Markdown table (its first column names
-    the row: no claim) and per list item of a shaped answer (compare, methodology, checklist), with
-    the refs of the markers inside it. Headings, a table's header, and cells or items that say the
-    documents do not state something are not claims. Markers written after the full stop (`Text.
-    [1] Next...`) open the next sentence; they belong to the one before."""
+    """One claim per sentence of prose, per table cell and per list item (ragstack/answer_units.py:
+    a line is its own unless it continues the one before), with the refs of the markers inside it.
+    Headings, a table's header and its first column (the rows' names) are not claims, nor are cells
+    or items that say the documents do not state something. Markers written after the full stop
+    (`Text. [1] Next...`) open the next sentence; they belong to the one before."""
     claims: list[DraftClaim] = []
-    for kind, text in _units(answer):
-        if kind == "cell":
-            _add(claims, text)
+    for unit in answer_units(answer):
+        if unit.kind == "label":
             continue
-        for sentence in split_sentences(text):
+        if unit.kind != "prose":
+            _add(claims, unit.text)
+            continue
+        for sentence in split_sentences(unit.text):
             lead = _LEADING.match(sentence)
             if lead and claims:
                 prev = claims[-1]
@@ -52,41 +55,5 @@ def split_claims(answer: str) -> list[DraftClaim]:
 def _add(claims: list[DraftClaim], unit: str) -> None:
     text = _MARKER.sub("", unit).replace("**", "").strip()
     # One that says it is not from the documents, or that they do not state it, is no claim on them.
-    if text and not declares_ungrounded(text) and not _NOT_STATED.search(text):
+    if text and not declares_ungrounded(text) and not says_not_stated(text):
         claims.append(DraftClaim(f"c{len(claims) + 1}", text, tuple(dict.fromkeys(citation_refs(unit)))))
-
-
-_CELL_SPLIT = re.compile(r"(?<!\\)\|")
-_TABLE_RULE = re.compile(r"^\s*:?-{2,}:?\s*$")
-_BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
-# "not stated", alone or after a short label ("Hardware: not stated (missing)").
-_NOT_STATED = re.compile(r"^(?:[\w*' -]{1,40}:\s*)?not stated\b", re.IGNORECASE)
-
-
-def _units(answer: str) -> list[tuple[str, str]]:
-    """The answer as ("prose", text) runs and ("cell", text) units: table cells and list items."""
-    units: list[tuple[str, str]] = []
-    prose: list[str] = []
-    header = True  # the next table row is a header
-    for line in answer.splitlines():
-        stripped = line.strip()
-        if stripped.startswith("|"):
-            cells = [c.strip() for c in _CELL_SPLIT.split(stripped.strip("|"))]
-            if all(_TABLE_RULE.match(c) for c in cells):
-                continue
-            if not header:
-                units.extend(("cell", c.replace("\\|", "|")) for c in cells[1:] if c)
-            header = False
-            continue
-        header = True
-        if stripped.startswith("#") or _BULLET.match(line):
-            if prose:  # a heading or an item ends the prose before it
-                units.append(("prose", "\n".join(prose)))
-                prose = []
-            if _BULLET.match(line):
-                units.append(("cell", _BULLET.sub("", line).strip()))
-            continue
-        prose.append(line)
-    if prose:
-        units.append(("prose", "\n".join(prose)))
-    return [u for u in units if u[1].strip()]

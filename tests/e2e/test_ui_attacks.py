@@ -1099,37 +1099,9 @@ HIDING_PLACES = {
     "blockquote": lambda cited: f"> {CHEESE}\n{cited}",
     "unterminated line before a cited one": lambda cited: f"{CHEESE}\n{cited}",
 }
-_MERGED = (
-    "DEFECT: a line without a full stop before a cited sentence merges with it in "
-    "ragstack.text.split_sentences (line breaks are not boundaries), so the citation policy counts it "
-    "grounded by the next sentence's marker; the verifier judges the merged text as one claim, and the "
-    "cited half's similarity carries it: the uncited statement is delivered as SUPPORTED."
-)
-HIDING_DEFECTS = {
-    "blockquote": _MERGED,
-    "unterminated line before a cited one": _MERGED,
-    "table cell": "DEFECT: a Markdown table in a general answer is one 'sentence' to the citation policy "
-    "(services/agent/stages/ground.py uses ragstack.text.split_sentences, which does not split table rows), "
-    "so one cited cell grounds the whole table and an uncited cell is delivered; the verifier flags it "
-    "unsupported, but 1 of 2 is not below the 0.5 abstention threshold, so it ships.",
-    "table's first column": "DEFECT: as for a table cell, and worse: the verifier's split_claims takes a "
-    "table's first column as the row's name, never a claim, so an uncited statement there is delivered "
-    "and never judged.",
-    "heading": "DEFECT: a heading line without a blank line after it merges with the next, cited sentence "
-    "in split_sentences, so it counts as grounded; the verifier's split_claims skips heading lines, so the "
-    "uncited statement in the heading is delivered and never judged.",
-}
 
 
-@pytest.mark.parametrize(
-    "place",
-    [
-        pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=HIDING_DEFECTS[name]))
-        if name in HIDING_DEFECTS
-        else name
-        for name in HIDING_PLACES
-    ],
-)
+@pytest.mark.parametrize("place", list(HIDING_PLACES))
 async def test_an_uncited_sentence_hidden_in_markdown_is_removed_or_judged(
     llm_world: str, place: str
 ) -> None:

@@ -1,13 +1,17 @@
 """Ground: every sentence of the draft says what grounds it (generation.citation_policy). A sentence
 cites the evidence (`[n]` with a ref the draft was given) or declares it is not from the documents;
-one with neither is removed (lenient) or withholds the whole answer (strict). Applied to what is
-delivered: the `delta` events carried the draft as it was written, `done.answer` is the answer."""
+one with neither is removed (lenient) or withholds the whole answer (strict). The sentences are
+those of the answer's units as the verifier reads them (ragstack/answer_units.py): each line, list
+item and table cell on its own, and a heading or row name too long to be a name, so that no
+Markdown structure lets an uncited statement ride on a cited one. Applied to what is delivered: the
+`delta` events carried the draft as it was written, `done.answer` is the answer."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
 
+from ragstack.answer_units import answer_units, is_name, says_not_stated
 from ragstack.query_trace import QueryTrace
 from ragstack.text import citation_refs, declares_ungrounded, split_sentences
 from services.agent.generate import NumberedEvidence
@@ -18,7 +22,13 @@ def grounded_text(text: str, evidence: Sequence[NumberedEvidence], policy: str, 
     if policy == "keep":
         return text
     refs = {e.ref for e in evidence}
-    ungrounded = [s for s in split_sentences(text) if not _grounded(s, refs)]
+    ungrounded = [
+        sentence
+        for unit in answer_units(text)
+        if unit.kind != "label" or not is_name(unit.text)
+        for sentence in split_sentences(unit.text)
+        if not _grounded(sentence, refs)
+    ]
     if not ungrounded:
         return text
     trace.ungrounded = ungrounded
@@ -30,12 +40,20 @@ def grounded_text(text: str, evidence: Sequence[NumberedEvidence], policy: str, 
         return ""
     for sentence in ungrounded:
         text = _remove(text, sentence)
-    return text.strip()
+    return _EMPTIED.sub("", text).strip()
 
 
 def _grounded(sentence: str, refs: set[str]) -> bool:
     cited = set(citation_refs(sentence))
-    return (bool(cited) and cited <= refs) or declares_ungrounded(sentence)  # no made-up source
+    return (
+        (bool(cited) and cited <= refs)  # no made-up source
+        or declares_ungrounded(sentence)
+        or says_not_stated(sentence)  # a cell or item's "not stated": nothing claimed
+    )
+
+
+# A heading, quote or item marker whose text was removed.
+_EMPTIED = re.compile(r"^[ \t]*(?:#{1,6}|>|[-*+]|\d+[.)])[ \t]*(?:\n|$)", re.MULTILINE)
 
 
 def _remove(text: str, sentence: str) -> str:
