@@ -1,10 +1,12 @@
-"""An answer's units as its reader sees them: prose sentences, list items, table cells, and labels
-(headings, a table's header cells, a row's first cell). The agent's citation policy
-(services/agent/stages/ground.py) and the verifier's claims (services/verify/claims.py) split an
-answer the same way, so that no Markdown structure can carry an uncited statement past both: a line
-is never merged into a cited sentence on another line unless it continues it (starts in lower case).
-A label names what follows (a row, a column, a section): the verifier judges no label, and the
-citation policy lets only a short one go uncited (`is_name`)."""
+"""An answer's units as its reader sees them: prose sentences, list items, table cells, code blocks,
+and labels (headings, a table's header cells, a row's first cell, a bold line of its own). The
+agent's citation policy (services/agent/stages/ground.py) and the verifier's claims
+(services/verify/claims.py) split an answer the same way, so that no Markdown structure carries an
+uncited statement past both: a line is never merged into a sentence on another line unless it
+continues it (starts in lower case, or is an indented continuation of a list item). A label names
+what follows (a row, a column, a section): the verifier judges no label, and the citation policy
+lets only a short one go uncited (`is_name`). Each unit keeps the lines it came from, so the
+policy can take out what it removes there and nowhere else."""
 
 from __future__ import annotations
 
@@ -13,69 +15,135 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ragstack import policy
-from ragstack.text import words
 
 _CELL_SPLIT = re.compile(r"(?<!\\)\|")
-_TABLE_RULE = re.compile(r"^\s*:?-{2,}:?\s*$")
+_TABLE_RULE = re.compile(r"^\s*:?-{1,}:?\s*$")
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _QUOTE = re.compile(r"^\s*(?:>\s?)+")
+_HEADING = re.compile(r"^\s{0,3}#{1,6}(?:\s+|$)")
+_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+_SETEXT = re.compile(r"^\s*(?:=+|-+)\s*$")
+_BOLD_LINE = re.compile(r"^\s*(\*\*|__)(?P<text>[^*_\n]+)\1\s*:?\s*$")
 _CONTINUES = re.compile(r"^\s*[a-z]")  # a wrapped sentence's next line
-# "not stated", alone or after a short label ("Hardware: not stated (missing)").
-_NOT_STATED = re.compile(r"^(?:[\w*' -]{1,40}:\s*)?not stated\b", re.IGNORECASE)
+# "not stated", alone, after a short label ("Hardware: not stated") or with a few words or a
+# parenthesis after it ("not stated in the documents", "not stated (missing)"): nothing more.
+_NOT_STATED = re.compile(
+    r"^(?:[\w*'-]+(?: [\w*'-]+){0,2}:\s*)?not stated(?: [\w'-]+){0,3}\s*(?:\([^()]{0,40}\))?\s*[.!]?$",
+    re.IGNORECASE,
+)
+_WORD = re.compile(r"[^\W\d_]+|\d+")
+_WIDE = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff]")  # scripts written without spaces
+
+Kind = Literal["prose", "item", "cell", "label", "code"]
 
 
 @dataclass(frozen=True)
 class Unit:
-    kind: Literal["prose", "item", "cell", "label"]
-    text: str
+    kind: Kind
+    text: str  # as read: list, quote and heading markers dropped, its lines joined by "\n"
+    first: int  # its lines in answer.split("\n"), first and last
+    last: int
+    cell: int = -1  # a table cell's or label's column (-1: not in a table)
 
 
 def answer_units(answer: str) -> list[Unit]:
     """The answer's units in order: runs of prose (split them with split_sentences), list items,
-    table cells, and labels."""
+    table cells, fenced code blocks, and labels."""
+    lines = answer.split("\n")
     units: list[Unit] = []
-    prose: list[str] = []
+    run: list[str] = []  # the prose, or list item, being read
+    run_kind: Kind = "prose"
+    start = 0
 
-    def end_prose() -> None:
-        if prose:
-            units.append(Unit("prose", "\n".join(prose)))
-            prose.clear()
+    def end_run(at: int) -> None:
+        nonlocal run
+        if run:
+            units.append(Unit(run_kind, "\n".join(run), start, at - 1))
+            run = []
 
-    header = True  # the next table row is a header
-    for line in answer.splitlines():
+    i = 0
+    while i < len(lines):
+        line = lines[i]
         stripped = line.strip()
-        if stripped.startswith("|"):
-            end_prose()
-            cells = [c.strip() for c in _CELL_SPLIT.split(stripped.strip("|"))]
-            if all(_TABLE_RULE.match(c) for c in cells):
-                continue
-            for i, cell in enumerate(cells):
-                if cell:
-                    units.append(Unit("label" if header or i == 0 else "cell", cell.replace("\\|", "|")))
-            header = False
+        fence = _FENCE.match(line)
+        if fence:
+            end_run(i)
+            close = next(
+                (j for j in range(i + 1, len(lines)) if lines[j].strip().startswith(fence.group(1))),
+                len(lines) - 1,
+            )
+            units.append(Unit("code", "\n".join(lines[i + 1 : close]), i, close))
+            i = close + 1
             continue
-        header = True
-        if stripped.startswith("#"):
-            end_prose()
-            units.append(Unit("label", stripped.lstrip("#").strip()))
+        if "|" in stripped and (i + 1 < len(lines) and _is_rule_row(lines[i + 1])):
+            end_run(i)
+            i = _table(lines, i, units)
+            continue
+        if not stripped or not re.search(r"\w", stripped):  # blank, a rule, a setext underline
+            if _SETEXT.match(line) and run and run_kind == "prose":
+                units.append(Unit("label", " ".join(run), start, i))  # the paragraph above is a heading
+                run = []
+            end_run(i)
+            i += 1
+            continue
+        label = _label(line)
+        if label is not None:
+            end_run(i)
+            units.append(Unit("label", label, i, i))
         elif _BULLET.match(line):
-            end_prose()
-            units.append(Unit("item", _BULLET.sub("", line).strip()))
-        elif text := _QUOTE.sub("", line).strip():
-            if not _CONTINUES.match(text):
-                end_prose()
-            prose.append(text)
+            end_run(i)
+            run, run_kind, start = [_BULLET.sub("", line).strip()], "item", i
         else:
-            end_prose()
-    end_prose()
+            text = _QUOTE.sub("", line).strip()
+            indented = line[:1].isspace() and run_kind == "item"
+            if not run or not (_CONTINUES.match(text) or indented):
+                end_run(i)
+                run_kind, start = "prose", i
+            run.append(text)
+        i += 1
+    end_run(len(lines))
     return [u for u in units if u.text.strip()]
 
 
+def _label(line: str) -> str | None:
+    """The text of a heading line, or of a line that is only bold text; None for any other line."""
+    if heading := _HEADING.match(line):
+        return line[heading.end() :].strip().rstrip("#").strip()
+    if bold := _BOLD_LINE.match(line):
+        return bold.group("text").strip()
+    return None
+
+
+def _is_rule_row(line: str) -> bool:
+    cells = [c for c in _CELL_SPLIT.split(line.strip().strip("|"))]
+    return "-" in line and all(_TABLE_RULE.match(c) for c in cells)
+
+
+def table_cells(line: str) -> list[str]:
+    """A table row's cells as written (escaped pipes kept), without its outer pipes."""
+    return [c.strip() for c in _CELL_SPLIT.split(line.strip().strip("|"))]
+
+
+def _table(lines: list[str], at: int, units: list[Unit]) -> int:
+    """Reads the table whose header is line `at`; returns the line after it."""
+    i = at
+    while i < len(lines) and "|" in lines[i] and lines[i].strip():
+        if i != at + 1:  # the rule row
+            for column, cell in enumerate(table_cells(lines[i])):
+                if cell:
+                    kind: Kind = "label" if i == at or column == 0 else "cell"
+                    units.append(Unit(kind, cell.replace("\\|", "|"), i, i, column))
+        i += 1
+    return i
+
+
 def says_not_stated(text: str) -> bool:
-    """A cell or item that says the documents do not state something: no claim on them."""
-    return bool(_NOT_STATED.search(text))
+    """A cell or item that says only that the documents do not state something: no claim on them."""
+    return bool(_NOT_STATED.match(text.strip()))
 
 
 def is_name(label: str) -> bool:
-    """Whether a label is short enough to be a name; a longer one states something."""
-    return len(words(label)) <= policy.LABEL_WORDS
+    """Whether a label is short enough to be a name (policy.LABEL_WORDS words; two characters of a
+    script written without spaces count as a word); a longer one states something."""
+    words = len(_WORD.findall(_WIDE.sub(" ", label))) + len(_WIDE.findall(label)) / 2
+    return words <= policy.LABEL_WORDS

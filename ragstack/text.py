@@ -98,6 +98,10 @@ def declares_ungrounded(sentence: str) -> bool:
 CITATION_MARKER = re.compile(r"\s*(?<!!)\[(\s*[\w.-]+(?:\s*,\s*[\w.-]+)*\s*)\](?!\()")
 
 
+# Markers that open a sentence (`Text. [1] Next`) belong to the sentence before them.
+LEADING_MARKERS = re.compile(r"^(?:\s*(?<!!)\[(\s*[\w.-]+(?:\s*,\s*[\w.-]+)*\s*)\](?!\())+")
+
+
 def citation_refs(text: str) -> list[str]:
     """The refs the text's citation markers name, in order."""
     return [r.strip() for m in CITATION_MARKER.finditer(text) for r in m.group(1).split(",")]

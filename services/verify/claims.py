@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from ragstack.answer_units import answer_units, says_not_stated
-from ragstack.text import CITATION_MARKER, citation_refs, declares_ungrounded, split_sentences
+from ragstack.text import (
+    CITATION_MARKER,
+    LEADING_MARKERS,
+    citation_refs,
+    declares_ungrounded,
+    split_sentences,
+)
 
 _MARKER = CITATION_MARKER
-_LEADING = re.compile(r"^(?:\s*(?<!!)\[(\s*[\w.-]+(?:\s*,\s*[\w.-]+)*\s*)\](?!\())+")
 
 
 @dataclass(frozen=True)
@@ -42,7 +46,7 @@ def split_claims(answer: str) -> list[DraftClaim]:
             _add(claims, unit.text)
             continue
         for sentence in split_sentences(unit.text):
-            lead = _LEADING.match(sentence)
+            lead = LEADING_MARKERS.match(sentence)
             if lead and claims:
                 prev = claims[-1]
                 merged = tuple(dict.fromkeys((*prev.refs, *citation_refs(lead.group(0)))))

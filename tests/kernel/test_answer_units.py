@@ -1,72 +1,106 @@
 """How an answer is cut into units, the same for the agent's citation policy and the verifier's
-claims: Markdown lines, tables, headings and quotes, so that no structure carries an uncited
-statement along with a cited one. Examples of our own."""
+claims: Markdown lines, tables, headings, quotes and code, so that no structure carries an uncited
+statement along with a cited one, and what the policy removes is taken out of its own lines only.
+Examples of our own."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 from typing import Any
 
-from ragstack.answer_units import Unit, answer_units, is_name
+import pytest
+
+from ragstack.answer_units import Unit, answer_units, is_name, says_not_stated
 from ragstack.query_trace import QueryTrace
 from services.agent.stages.ground import grounded_text
 from services.verify.claims import split_claims
 
 STATEMENT = "Lighthouses were once lit by burning whale oil in most harbours"  # uncited, long
 CITED = "Tantivy stores positions for phrase queries [1]."
-EVIDENCE: Any = [SimpleNamespace(ref="1")]
+DOCUMENT = "Tantivy stores positions for phrase queries.\n\n    index.search(query, limit=10)\n"
+EVIDENCE: Any = [SimpleNamespace(ref="1", hit=SimpleNamespace(chunk=SimpleNamespace(text=DOCUMENT)))]
 
 
-def lenient(text: str) -> str:
-    return grounded_text(text, EVIDENCE, "lenient", QueryTrace(trace_id="t", question="q", library="l"))
+def ground(text: str, policy: str = "lenient") -> str:
+    return grounded_text(text, EVIDENCE, policy, QueryTrace(trace_id="t", question="q", library="l"))
 
 
-def test_tables_give_labels_and_cells() -> None:
+def test_tables_give_labels_and_cells_with_their_place() -> None:
     table = f"| Engine | Feature |\n|---|:--:|\n| Tantivy | {CITED} |\n| {STATEMENT} | phrases [1] |"
-    assert answer_units(table) == [
-        Unit("label", "Engine"),
-        Unit("label", "Feature"),
-        Unit("label", "Tantivy"),
-        Unit("cell", CITED),
-        Unit("label", STATEMENT),
-        Unit("cell", "phrases [1]"),
+    assert [(u.kind, u.text, u.first, u.cell) for u in answer_units(table)] == [
+        ("label", "Engine", 0, 0),
+        ("label", "Feature", 0, 1),
+        ("label", "Tantivy", 2, 0),
+        ("cell", CITED, 2, 1),
+        ("label", STATEMENT, 3, 0),
+        ("cell", "phrases [1]", 3, 1),
     ]
     assert is_name("Tantivy") and not is_name(STATEMENT)  # past policy.LABEL_WORDS words
+    assert not is_name("the-moon-is-made-of-green-cheese") and not is_name("月亮是由绿色奶酪制成的")
 
 
-def test_a_line_is_its_own_unless_it_continues_the_sentence_before() -> None:
-    text = f"> {STATEMENT}\nTantivy stores positions\nfor phrase queries [1].\n## Index layout\n- an item"
-    assert answer_units(text) == [
-        Unit("prose", STATEMENT),
-        Unit("prose", "Tantivy stores positions\nfor phrase queries [1]."),
-        Unit("label", "Index layout"),
-        Unit("item", "an item"),
+def test_a_line_is_its_own_unless_it_continues_the_one_before() -> None:
+    text = (
+        f"> {STATEMENT}\nTantivy stores positions\nfor phrase queries [1].\n## Index layout\n"
+        "- an item that wraps\n  onto a second line\n```\ncode here\n```"
+    )
+    assert [(u.kind, u.text) for u in answer_units(text)] == [
+        ("prose", STATEMENT),
+        ("prose", "Tantivy stores positions\nfor phrase queries [1]."),
+        ("label", "Index layout"),
+        ("item", "an item that wraps\nonto a second line"),
+        ("code", "code here"),
     ]
+    assert answer_units("Summary\n===\n") == [Unit("label", "Summary", 0, 1)]
 
 
-def test_the_citation_policy_removes_what_rides_on_another_line_or_in_a_structure() -> None:
-    for hidden in (
+@pytest.mark.parametrize(
+    "hidden",
+    [
         f"{STATEMENT}\n{CITED}",
         f"> {STATEMENT}\n{CITED}",
+        f"{CITED}\n\n> Lighthouses were once lit\n> by burning whale oil in most harbours",
         f"### {STATEMENT}\n{CITED}",
+        f"**{STATEMENT}**\n{CITED}",
+        f"{STATEMENT}\n---\n{CITED}",
         f"| Engine | Feature |\n|---|---|\n| {STATEMENT} | {CITED} |",
-        f"| Engine | Feature |\n|---|---|\n| Tantivy | {CITED} |\n| Lucene | {STATEMENT} |",
-    ):
-        delivered = lenient(hidden)
-        assert STATEMENT not in delivered and "Tantivy stores positions" in delivered, hidden
-        assert not any(line.strip() in ("#", "###", ">") for line in delivered.splitlines())
+        f"| Engine | Feature |\n|---|---|\n| Tantivy | {CITED} |\n| Lucene | {STATEMENT} \\| too |",
+        f"{CITED}\n| Lighthouses were once lit | by burning whale oil in most harbours |",
+        f"{CITED}\n```\n{STATEMENT}\n```",
+        f"{CITED} Not stated: {STATEMENT}.",
+        f"# 灯塔曾经在大多数港口燃烧鲸油点亮灯光\n{CITED}",
+    ],
+)
+def test_the_citation_policy_removes_what_rides_on_another_line_or_in_a_structure(hidden: str) -> None:
+    delivered = ground(hidden)
+    assert "whale" not in delivered and "鲸油" not in delivered and "Tantivy stores positions" in delivered
+    assert not any(line.strip() in ("#", "###", ">", "****", "```") for line in delivered.splitlines())
+    assert ground(hidden, "strict") == ""
 
 
-def test_short_labels_wrapped_sentences_and_not_stated_cells_are_kept() -> None:
+def test_what_is_grounded_stays_as_written() -> None:
     answer = (
-        f"## Storage\nTantivy stores positions\nfor phrase queries [1].\n\n"
+        "## Storage\nTantivy stores positions\nfor phrase queries [1].\n\n"
+        "- Items keep  their spacing [1].\n   - and nesting [1].\n\n"
+        "```\nindex.search(query, limit=10)\n```\n\n---\n"
+        "Tantivy stores positions. [1] It also stores offsets [1].\n\n"
         f"| Engine | Phrases |\n|---|---|\n| Tantivy | {CITED} |\n| Lucene | not stated |"
     )
-    assert lenient(answer) == answer
-    strict = grounded_text(
-        f"{STATEMENT}\n{CITED}", EVIDENCE, "strict", QueryTrace(trace_id="t", question="q", library="l")
-    )
-    assert strict == ""  # the uncited line withholds the answer, as a sentence would
+    assert ground(answer) == answer  # short labels, a quoted code block, markers after the stop
+
+
+def test_a_removal_touches_its_own_cell_or_sentence_only() -> None:
+    answer = "Note that phrases need positions [1].\n\n| Engine | Positions |\n|---|---|\n| Lucene | No |"
+    assert ground(answer) == answer.replace("| Lucene | No |", "| Lucene |  |")
+    mixed = f"{CITED} {STATEMENT}. Offsets are stored  too [1]."
+    assert ground(mixed) == f"{CITED} Offsets are stored too [1]."
+
+
+def test_not_stated_is_only_a_cell_that_says_nothing_more() -> None:
+    assert says_not_stated("not stated") and says_not_stated("Hardware: not stated (missing)")
+    assert says_not_stated("Not stated in the documents.")
+    assert not says_not_stated(f"Not stated, although {STATEMENT.lower()}")
+    assert not says_not_stated(f"Not stated: {STATEMENT.lower()}")
 
 
 def test_the_verifier_judges_each_line_on_its_own_and_no_label() -> None:

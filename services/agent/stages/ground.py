@@ -3,17 +3,19 @@ cites the evidence (`[n]` with a ref the draft was given) or declares it is not 
 one with neither is removed (lenient) or withholds the whole answer (strict). The sentences are
 those of the answer's units as the verifier reads them (ragstack/answer_units.py): each line, list
 item and table cell on its own, and a heading or row name too long to be a name, so that no
-Markdown structure lets an uncited statement ride on a cited one. Applied to what is delivered: the
-`delta` events carried the draft as it was written, `done.answer` is the answer."""
+Markdown structure lets an uncited statement ride on a cited one; a code block is grounded when the
+documents hold it as written. What is removed is taken out of its unit's own lines (a cell: its
+cell). Applied to what is delivered: the `delta` events carried the draft as it was written,
+`done.answer` is the answer."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
 
-from ragstack.answer_units import answer_units, is_name, says_not_stated
+from ragstack.answer_units import Unit, answer_units, is_name, says_not_stated, table_cells
 from ragstack.query_trace import QueryTrace
-from ragstack.text import citation_refs, declares_ungrounded, split_sentences
+from ragstack.text import LEADING_MARKERS, citation_refs, declares_ungrounded, split_sentences
 from services.agent.generate import NumberedEvidence
 
 
@@ -22,13 +24,9 @@ def grounded_text(text: str, evidence: Sequence[NumberedEvidence], policy: str, 
     if policy == "keep":
         return text
     refs = {e.ref for e in evidence}
-    ungrounded = [
-        sentence
-        for unit in answer_units(text)
-        if unit.kind != "label" or not is_name(unit.text)
-        for sentence in split_sentences(unit.text)
-        if not _grounded(sentence, refs)
-    ]
+    documents = [" ".join(e.hit.chunk.text.split()) for e in evidence]
+    judged = [(unit, _ungrounded(unit, refs, documents)) for unit in answer_units(text)]
+    ungrounded = [s for _, found in judged for s in found]
     if not ungrounded:
         return text
     trace.ungrounded = ungrounded
@@ -38,25 +36,72 @@ def grounded_text(text: str, evidence: Sequence[NumberedEvidence], policy: str, 
             "(generation.citation_policy: strict)"
         )
         return ""
-    for sentence in ungrounded:
-        text = _remove(text, sentence)
-    return _EMPTIED.sub("", text).strip()
+    lines: list[str | None] = list(text.split("\n"))
+    for unit, found in judged:
+        if found:
+            _take_out(lines, unit, found)
+    return "\n".join(line for line in lines if line is not None).strip()
+
+
+def _ungrounded(unit: Unit, refs: set[str], documents: list[str]) -> list[str]:
+    """The unit's sentences that neither cite nor say they are not from the documents."""
+    if unit.kind == "label" and is_name(unit.text):
+        return []
+    if unit.kind == "code":
+        code = " ".join(unit.text.split())
+        return [] if any(code in d for d in documents) else [unit.text]
+    sentences = split_sentences(unit.text)
+    grounded = [_grounded(s, refs) for s in sentences]
+    for i, sentence in enumerate(sentences[1:], start=1):
+        if (lead := LEADING_MARKERS.match(sentence)) and _cites(lead.group(0), refs):
+            grounded[i - 1] = True
+    return [s for s, ok in zip(sentences, grounded, strict=True) if not ok]
 
 
 def _grounded(sentence: str, refs: set[str]) -> bool:
-    cited = set(citation_refs(sentence))
-    return (
-        (bool(cited) and cited <= refs)  # no made-up source
-        or declares_ungrounded(sentence)
-        or says_not_stated(sentence)  # a cell or item's "not stated": nothing claimed
-    )
+    return _cites(sentence, refs) or declares_ungrounded(sentence) or says_not_stated(sentence)
 
 
-# A heading, quote or item marker whose text was removed.
-_EMPTIED = re.compile(r"^[ \t]*(?:#{1,6}|>|[-*+]|\d+[.)])[ \t]*(?:\n|$)", re.MULTILINE)
+def _cites(text: str, refs: set[str]) -> bool:
+    cited = set(citation_refs(text))
+    return bool(cited) and cited <= refs  # no made-up source
 
 
-def _remove(text: str, sentence: str) -> str:
-    """`text` without `sentence` (whitespace-normalised by the splitter, so matched word by word)."""
-    pattern = r"\s*".join(re.escape(w) for w in sentence.split())
-    return re.sub(r"[ \t]*" + pattern + r"[ \t]*", " ", text, count=1).replace("  ", " ")
+def _take_out(lines: list[str | None], unit: Unit, sentences: list[str]) -> None:
+    """Removes `sentences` from the unit's own lines; a unit whose text cannot be found there (or a
+    code block) goes whole, so nothing ungrounded stays for want of a match."""
+    if unit.kind == "code":
+        lines[unit.first : unit.last + 1] = [None] * (unit.last + 1 - unit.first)
+        return
+    if unit.cell >= 0:
+        row = lines[unit.first]
+        assert row is not None
+        cells = table_cells(row)
+        cells[unit.cell] = ""
+        lines[unit.first] = "| " + " | ".join(cells) + " |"
+        return
+    before = [line for line in lines[unit.first : unit.last + 1] if line is not None]
+    block = "\n".join(before)
+    for sentence in sentences:
+        # Word by word: line breaks, quote markers and indentation may lie between the words.
+        pattern = r"(?:\s|>)*".join(re.escape(w) for w in sentence.split())
+        block, found = re.subn(rf"(?<!\w)[ \t]*{pattern}(?!\w)", "", block, count=1)
+        if not found:
+            block = ""
+            break
+    after = block.split("\n")
+    if len(after) == len(before):
+        kept = [line if line == was else _tidy(line) for line, was in zip(after, before, strict=True)]
+    else:  # a removal ran over a line break: tidy them all
+        kept = [_tidy(line) for line in after]
+    kept_lines: list[str | None] = [line if line.strip() else None for line in kept]
+    span = unit.last + 1 - unit.first
+    lines[unit.first : unit.last + 1] = (kept_lines + [None] * span)[:span]
+
+
+def _tidy(line: str) -> str:
+    """A line a removal changed: the spaces it left inside closed up, and nothing but a marker left
+    means nothing left."""
+    indent = line[: len(line) - len(line.lstrip())]
+    body = re.sub(r"[ \t]{2,}", " ", line.strip())
+    return "" if re.fullmatch(r"(?:#{1,6}|>|[-*+]|\d+[.)]|[*_]{2,4})?", body) else indent + body
