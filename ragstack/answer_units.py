@@ -23,12 +23,13 @@ _QUOTE = re.compile(r"^\s*(?:>\s?)+")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}(?:\s+|$)")
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 _SETEXT = re.compile(r"^\s*(?:=+|-+)\s*$")
+_SEPARATOR = re.compile(r"[-=*_~#>|:.`\s]*")  # a line of only these states nothing (a rule, an underline)
 _BOLD_LINE = re.compile(r"^\s*(\*\*|__)(?P<text>[^*_\n]+)\1\s*:?\s*$")
 _CONTINUES = re.compile(r"^\s*[a-z]")  # a wrapped sentence's next line
 # "not stated", alone, after a short label ("Hardware: not stated") or with a few words or a
 # parenthesis after it ("not stated in the documents", "not stated (missing)"): nothing more.
 _NOT_STATED = re.compile(
-    r"^(?:[\w*'-]+(?: [\w*'-]+){0,2}:\s*)?not stated(?: [\w'-]+){0,3}\s*(?:\([^()]{0,40}\))?\s*[.!]?$",
+    r"^(?:(?P<label>[^:\n]{1,60}):\s*)?not stated(?: [\w'-]+){0,3}\s*(?:\((?:[\w'-]+ ?){1,3}\))?\s*[.!]?$",
     re.IGNORECASE,
 )
 _WORD = re.compile(r"[^\W\d_]+|\d+")
@@ -68,18 +69,13 @@ def answer_units(answer: str) -> list[Unit]:
         fence = _FENCE.match(line)
         if fence:
             end_run(i)
-            close = next(
-                (j for j in range(i + 1, len(lines)) if lines[j].strip().startswith(fence.group(1))),
-                len(lines) - 1,
-            )
-            units.append(Unit("code", "\n".join(lines[i + 1 : close]), i, close))
-            i = close + 1
+            i = _code(lines, i, fence.group(1), units)
             continue
         if "|" in stripped and (i + 1 < len(lines) and _is_rule_row(lines[i + 1])):
             end_run(i)
             i = _table(lines, i, units)
             continue
-        if not stripped or not re.search(r"\w", stripped):  # blank, a rule, a setext underline
+        if _SEPARATOR.fullmatch(stripped):  # blank, a rule, a setext underline
             if _SETEXT.match(line) and run and run_kind == "prose":
                 units.append(Unit("label", " ".join(run), start, i))  # the paragraph above is a heading
                 run = []
@@ -95,8 +91,7 @@ def answer_units(answer: str) -> list[Unit]:
             run, run_kind, start = [_BULLET.sub("", line).strip()], "item", i
         else:
             text = _QUOTE.sub("", line).strip()
-            indented = line[:1].isspace() and run_kind == "item"
-            if not run or not (_CONTINUES.match(text) or indented):
+            if not run or not _CONTINUES.match(text):
                 end_run(i)
                 run_kind, start = "prose", i
             run.append(text)
@@ -114,32 +109,48 @@ def _label(line: str) -> str | None:
     return None
 
 
+def _code(lines: list[str], at: int, fence: str, units: list[Unit]) -> int:
+    """Reads the fenced block opened on line `at`; returns the line after it. Text after the opening
+    fence beyond a language name is part of the code, and so is everything to the end of the answer
+    when no fence closes it."""
+    closing = re.compile(rf"\s*{re.escape(fence[0])}{{{len(fence)},}}\s*")
+    close = next((j for j in range(at + 1, len(lines)) if closing.fullmatch(lines[j])), len(lines))
+    info = lines[at].strip()[len(fence) :].strip()
+    body = lines[at + 1 : close]
+    text = "\n".join(([info] if len(info.split()) > 1 or fence[0] in info else []) + body)
+    units.append(Unit("code", text, at, min(close, len(lines) - 1)))
+    return close + 1
+
+
 def _is_rule_row(line: str) -> bool:
-    cells = [c for c in _CELL_SPLIT.split(line.strip().strip("|"))]
-    return "-" in line and all(_TABLE_RULE.match(c) for c in cells)
+    return "-" in line and all(_TABLE_RULE.match(c) for c in table_cells(line))
 
 
 def table_cells(line: str) -> list[str]:
-    """A table row's cells as written (escaped pipes kept), without its outer pipes."""
-    return [c.strip() for c in _CELL_SPLIT.split(line.strip().strip("|"))]
+    """A table row's cells as written (escaped pipes kept), without its quote marker and outer pipes."""
+    return [c.strip() for c in _CELL_SPLIT.split(_QUOTE.sub("", line).strip().strip("|"))]
 
 
 def _table(lines: list[str], at: int, units: list[Unit]) -> int:
     """Reads the table whose header is line `at`; returns the line after it."""
+    columns = len(table_cells(lines[at]))
     i = at
     while i < len(lines) and "|" in lines[i] and lines[i].strip():
         if i != at + 1:  # the rule row
             for column, cell in enumerate(table_cells(lines[i])):
                 if cell:
-                    kind: Kind = "label" if i == at or column == 0 else "cell"
+                    # The first column names the rows, when there are other columns to name.
+                    kind: Kind = "label" if i == at or (column == 0 and columns > 1) else "cell"
                     units.append(Unit(kind, cell.replace("\\|", "|"), i, i, column))
         i += 1
     return i
 
 
 def says_not_stated(text: str) -> bool:
-    """A cell or item that says only that the documents do not state something: no claim on them."""
-    return bool(_NOT_STATED.match(text.strip()))
+    """A cell or item that says only that the documents do not state something (after a label
+    short enough to be a name): no claim on them."""
+    found = _NOT_STATED.match(text.strip())
+    return found is not None and is_name(found.group("label") or "")
 
 
 def is_name(label: str) -> bool:

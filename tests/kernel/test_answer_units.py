@@ -69,11 +69,24 @@ def test_a_line_is_its_own_unless_it_continues_the_one_before() -> None:
         f"{CITED}\n```\n{STATEMENT}\n```",
         f"{CITED} Not stated: {STATEMENT}.",
         f"# 灯塔曾经在大多数港口燃烧鲸油点亮灯光\n{CITED}",
+        f"Tantivy stores positions for phrase queries. [1] {STATEMENT}.",
+        f"{CITED}\n```\n{STATEMENT}",
+        f"{CITED}\n```{STATEMENT}```",
+        f"> | Engine | Feature |\n> |---|---|\n> | {STATEMENT} | {CITED} |",
+        f"| Engine | Feature |\n|---|---|\n| Tantivy | {CITED}<br>{STATEMENT}. |",
+        f"{CITED}<br>{STATEMENT}.",
+        f"- {CITED}\n  {STATEMENT}",
+        f"{CITED}\nNot stated (whale oil in harbours).",
+        f"{CITED}\n- Whale-oil-once-lit-most-harbours-lighthouses: not stated",
+        f"{CITED}\nⓁⓘⓖⓗⓣⓗⓞⓤⓢⓔⓢ ⓦⓔⓡⓔ ⓛⓘⓣ ⓑⓨ ⓦⓗⓐⓛⓔ ⓞⓘⓛ",
+        f"{CITED}\n{STATEMENT} <!-- [1] -->\n{STATEMENT} `[1]`.",
+        f"{CITED}\n| Lighthouses |\n|---|\n| were once lit by burning |\n| whale oil in most harbours |",
     ],
 )
 def test_the_citation_policy_removes_what_rides_on_another_line_or_in_a_structure(hidden: str) -> None:
     delivered = ground(hidden)
-    assert "whale" not in delivered and "鲸油" not in delivered and "Tantivy stores positions" in delivered
+    assert "whale" not in delivered.lower() and "鲸油" not in delivered and "ⓦⓗⓐⓛⓔ" not in delivered
+    assert "Tantivy stores positions" in delivered
     assert not any(line.strip() in ("#", "###", ">", "****", "```") for line in delivered.splitlines())
     assert ground(hidden, "strict") == ""
 
@@ -87,6 +100,22 @@ def test_what_is_grounded_stays_as_written() -> None:
         f"| Engine | Phrases |\n|---|---|\n| Tantivy | {CITED} |\n| Lucene | not stated |"
     )
     assert ground(answer) == answer  # short labels, a quoted code block, markers after the stop
+
+
+def test_brackets_that_cite_nothing_and_quotes_inside_a_cited_sentence_stay() -> None:
+    for answer in (
+        "Index with `items[i]` to read an element [1].",
+        "- [x] Tantivy stores positions for phrase queries [1]",
+        "See the [guide][1] for phrase queries [1].",
+    ):
+        assert ground(answer) == answer
+    quoting = f'A blog wrote "{STATEMENT}." and was wrong [1]. {STATEMENT}.'
+    assert ground(quoting) == f'A blog wrote "{STATEMENT}." and was wrong [1].'
+
+
+def test_what_goes_takes_its_markup_with_it() -> None:
+    for hidden in (f"## {STATEMENT} ##", f"**{STATEMENT}**:", f"{STATEMENT}\n===", f"{STATEMENT}\n---"):
+        assert ground(f"{hidden}\n\n{CITED}") == CITED, hidden
 
 
 def test_a_removal_touches_its_own_cell_or_sentence_only() -> None:

@@ -49,22 +49,34 @@ def _ungrounded(unit: Unit, refs: set[str], documents: list[str]) -> list[str]:
         return []
     if unit.kind == "code":
         code = " ".join(unit.text.split())
-        return [] if any(code in d for d in documents) else [unit.text]
-    sentences = split_sentences(unit.text)
-    grounded = [_grounded(s, refs) for s in sentences]
-    for i, sentence in enumerate(sentences[1:], start=1):
-        if (lead := LEADING_MARKERS.match(sentence)) and _cites(lead.group(0), refs):
-            grounded[i - 1] = True
+        return [] if code and any(code in d for d in documents) else [unit.text]
+    if unit.kind in ("cell", "item") and says_not_stated(unit.text):
+        return []
+    sentences: list[str] = []
+    grounded: list[bool] = []
+    for sentence in split_sentences(_LINE_BREAK.sub("\n\n", unit.text)):
+        lead = LEADING_MARKERS.match(sentence)
+        if lead and sentences and _cites(lead.group(0), refs):  # `Text. [1] Next`: the [1] is Text's
+            grounded[-1] = True
+            sentence = sentence[lead.end() :].strip()
+        sentences.append(sentence)
+        grounded.append(not sentence or _cites(sentence, refs) or declares_ungrounded(sentence))
     return [s for s, ok in zip(sentences, grounded, strict=True) if not ok]
 
 
-def _grounded(sentence: str, refs: set[str]) -> bool:
-    return _cites(sentence, refs) or declares_ungrounded(sentence) or says_not_stated(sentence)
-
-
 def _cites(text: str, refs: set[str]) -> bool:
-    cited = set(citation_refs(text))
+    """Whether the text cites, and only refs the draft was given. Markers a reader does not see
+    (in a comment, in code) do not count; nor do brackets that are no numbered ref (`[x]`, `[i]`)."""
+    cited = {r for r in citation_refs(_UNSEEN.sub(" ", text)) if r.isdigit()}
     return bool(cited) and cited <= refs  # no made-up source
+
+
+# Where a sentence may start (a line's start, after a sentence's end or a tag) and end (a line's
+# end, or before the next sentence or a tag).
+_STARTS = r"(?:^|(?<=[.!?\])>])[ \t]*)"
+_ENDS = r"(?=[ \t]*(?:$|<|[\"'(\[*_]*[A-Z0-9]))"
+_LINE_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
+_UNSEEN = re.compile(r"<!--.*?-->|`[^`\n]*`", re.DOTALL)
 
 
 def _take_out(lines: list[str | None], unit: Unit, sentences: list[str]) -> None:
@@ -77,31 +89,43 @@ def _take_out(lines: list[str | None], unit: Unit, sentences: list[str]) -> None
         row = lines[unit.first]
         assert row is not None
         cells = table_cells(row)
-        cells[unit.cell] = ""
-        lines[unit.first] = "| " + " | ".join(cells) + " |"
+        cells[unit.cell] = _tidy(_without(cells[unit.cell], sentences))
+        quote = re.match(r"\s*(?:>\s?)*", row)
+        lines[unit.first] = (quote.group(0) if quote else "") + "| " + " | ".join(cells) + " |"
+        return
+    if unit.kind == "label":  # a heading, bold line or setext heading: its lines go
+        lines[unit.first : unit.last + 1] = [None] * (unit.last + 1 - unit.first)
         return
     before = [line for line in lines[unit.first : unit.last + 1] if line is not None]
-    block = "\n".join(before)
+    after = _without("\n".join(before), sentences).split("\n")
+    if len(after) == len(before):
+        tidied = [line if line == was else _tidy(line) for line, was in zip(after, before, strict=True)]
+    else:  # a removal ran over a line break: tidy them all
+        tidied = [_tidy(line) for line in after]
+    kept_lines: list[str | None] = [line if line.strip() else None for line in tidied]
+    span = unit.last + 1 - unit.first
+    lines[unit.first : unit.last + 1] = (kept_lines + [None] * span)[:span]
+
+
+def _without(text: str, sentences: list[str]) -> str:
+    """`text` without `sentences`, each found where a sentence starts and ends (never a piece of
+    another sentence that reads the same), after the one before it; "" when one is not found."""
+    kept: list[str] = []
+    at = 0
     for sentence in sentences:
         # Word by word: line breaks, quote markers and indentation may lie between the words.
         pattern = r"(?:\s|>)*".join(re.escape(w) for w in sentence.split())
-        block, found = re.subn(rf"(?<!\w)[ \t]*{pattern}(?!\w)", "", block, count=1)
-        if not found:
-            block = ""
-            break
-    after = block.split("\n")
-    if len(after) == len(before):
-        kept = [line if line == was else _tidy(line) for line, was in zip(after, before, strict=True)]
-    else:  # a removal ran over a line break: tidy them all
-        kept = [_tidy(line) for line in after]
-    kept_lines: list[str | None] = [line if line.strip() else None for line in kept]
-    span = unit.last + 1 - unit.first
-    lines[unit.first : unit.last + 1] = (kept_lines + [None] * span)[:span]
+        found = re.compile(_STARTS + pattern + _ENDS, re.MULTILINE).search(text, at)
+        if found is None:
+            return ""
+        kept.append(text[at : found.start()])
+        at = found.end()
+    return "".join(kept) + text[at:]
 
 
 def _tidy(line: str) -> str:
     """A line a removal changed: the spaces it left inside closed up, and nothing but a marker left
     means nothing left."""
     indent = line[: len(line) - len(line.lstrip())]
-    body = re.sub(r"[ \t]{2,}", " ", line.strip())
+    body = re.sub(r"(?:\s*<br\s*/?>)+$", "", re.sub(r"[ \t]{2,}", " ", line.strip()), flags=re.IGNORECASE)
     return "" if re.fullmatch(r"(?:#{1,6}|>|[-*+]|\d+[.)]|[*_]{2,4})?", body) else indent + body
