@@ -3,7 +3,7 @@ and labels (headings, a table's header cells, a row's first cell, a bold line of
 agent's citation policy (services/agent/stages/ground.py) and the verifier's claims
 (services/verify/claims.py) split an answer the same way, so that no Markdown structure carries an
 uncited statement past both: a line is never merged into a sentence on another line unless it
-continues it (starts in lower case, or is an indented continuation of a list item). A label names
+continues it (starts in lower case). A label names
 what follows (a row, a column, a section): the verifier judges no label, and the citation policy
 lets only a short one go uncited (`is_name`). Each unit keeps the lines it came from, so the
 policy can take out what it removes there and nowhere else."""

@@ -99,7 +99,7 @@ CITATION_MARKER = re.compile(r"\s*(?<!!)\[(\s*[\w.-]+(?:\s*,\s*[\w.-]+)*\s*)\](?
 
 
 # Markers that open a sentence (`Text. [1] Next`) belong to the sentence before them.
-LEADING_MARKERS = re.compile(r"^(?:\s*(?<!!)\[(\s*[\w.-]+(?:\s*,\s*[\w.-]+)*\s*)\](?!\())+")
+LEADING_MARKERS = re.compile(rf"^(?:{CITATION_MARKER.pattern})+")
 
 
 def citation_refs(text: str) -> list[str]:

@@ -82,9 +82,6 @@ _UNSEEN = re.compile(r"<!--.*?-->|`[^`\n]*`", re.DOTALL)
 def _take_out(lines: list[str | None], unit: Unit, sentences: list[str]) -> None:
     """Removes `sentences` from the unit's own lines; a unit whose text cannot be found there (or a
     code block) goes whole, so nothing ungrounded stays for want of a match."""
-    if unit.kind == "code":
-        lines[unit.first : unit.last + 1] = [None] * (unit.last + 1 - unit.first)
-        return
     if unit.cell >= 0:
         row = lines[unit.first]
         assert row is not None
@@ -93,7 +90,7 @@ def _take_out(lines: list[str | None], unit: Unit, sentences: list[str]) -> None
         quote = re.match(r"\s*(?:>\s?)*", row)
         lines[unit.first] = (quote.group(0) if quote else "") + "| " + " | ".join(cells) + " |"
         return
-    if unit.kind == "label":  # a heading, bold line or setext heading: its lines go
+    if unit.kind in ("code", "label"):  # a code block, heading, bold line or setext heading goes whole
         lines[unit.first : unit.last + 1] = [None] * (unit.last + 1 - unit.first)
         return
     before = [line for line in lines[unit.first : unit.last + 1] if line is not None]

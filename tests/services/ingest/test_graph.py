@@ -417,14 +417,7 @@ def test_the_communities_of_a_library_emptied_by_a_failed_refresh_go_at_the_next
     library, removes them."""
     list(stores.pipeline.run(collect_paths([str(stores.docs)], EVERYWHERE), "gone"))
     assert stores.graph.communities("gone")[0]
-    store = stores.pipeline._graph._store  # type: ignore[union-attr]
-    real = store.replace_communities
-
-    def disk_full_once(*args: Any, **kwargs: Any) -> None:
-        monkeypatch.setattr(store, "replace_communities", real)
-        raise OSError("disk full")
-
-    monkeypatch.setattr(store, "replace_communities", disk_full_once)
+    _disk_full_once(stores, monkeypatch)
     gone = [d.document_id for d in stores.pipeline.list_documents("gone")]
     assert stores.pipeline.remove_documents("gone", gone) == len(gone)
     assert stores.graph.communities("gone")[0]  # left by the failed refresh
@@ -448,6 +441,18 @@ def test_a_delete_is_done_though_listing_the_emptied_libraries_fails(
     assert stores.pipeline.delete_document("default", doc) > 0
     assert all(doc not in c.document_ids for c in stores.graph.communities("default")[0])
     assert not stores.pipeline._catalog.graph_touched("default")  # its own refresh ran
+
+
+def _disk_full_once(stores: Stores, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next write of communities fails as on a full disk; the one after it works."""
+    store = stores.pipeline._graph._store  # type: ignore[union-attr]
+    real = store.replace_communities
+
+    def disk_full_once(*args: Any, **kwargs: Any) -> None:
+        monkeypatch.setattr(store, "replace_communities", real)
+        raise OSError("disk full")
+
+    monkeypatch.setattr(store, "replace_communities", disk_full_once)
 
 
 def _stopped_once_written(pipeline: IngestPipeline, folder: Path) -> None:
@@ -492,14 +497,7 @@ def test_the_changes_a_failed_refresh_left_are_summarised_by_the_next_one(
     stores.ingest()
     toto = stores.docs / "toto.md"
     toto.write_text(toto.read_text().replace("in 1977", "in 1976"))
-    store = stores.pipeline._graph._store  # type: ignore[union-attr]
-    real = store.replace_communities
-
-    def disk_full_once(*args: Any, **kwargs: Any) -> None:
-        monkeypatch.setattr(store, "replace_communities", real)
-        raise OSError("disk full")
-
-    monkeypatch.setattr(store, "replace_communities", disk_full_once)
+    _disk_full_once(stores, monkeypatch)
     assert stores.ingest().indexed == 1  # the chunks are in; the communities were not made
     assert "1977" in summary_naming(stores.graph, "los angeles")
     (stores.docs / "hopper.md").write_text(HOPPER)  # the next run writes something else
