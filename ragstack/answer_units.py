@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ragstack import policy
+from ragstack.text import CITATION_MARKER
 
 _CELL_SPLIT = re.compile(r"(?<!\\)\|")
 _TABLE_RULE = re.compile(r"^\s*:?-{1,}:?\s*$")
@@ -34,6 +35,11 @@ _NOT_STATED = re.compile(
 )
 _WORD = re.compile(r"[^\W\d_]+|\d+")
 _WIDE = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff]")  # scripts written without spaces
+# Where a unit is finished: a sentence's end (closing quotes, brackets, emphasis and its citation
+# markers with it) before a space or the end (any time in scripts written without spaces), or a
+# line's end.
+_CLOSED = rf"[\"'\u201d\u2019)\]*_]*(?:{CITATION_MARKER.pattern})*"
+_FINISHED = re.compile(rf"[.!?]{_CLOSED}(?=\s|$)|[\u3002\uff01\uff1f]{_CLOSED}|\n")
 
 Kind = Literal["prose", "item", "cell", "label", "code"]
 
@@ -158,3 +164,10 @@ def is_name(label: str) -> bool:
     script written without spaces count as a word); a longer one states something."""
     words = len(_WORD.findall(_WIDE.sub(" ", label))) + len(_WIDE.findall(label)) / 2
     return words <= policy.LABEL_WORDS
+
+
+def finished_part(answer: str) -> str:
+    """The answer up to the end of its last finished sentence or line: what stays of a draft the
+    LLM stopped writing mid-way ("" when nothing was finished)."""
+    ends = [m.end() for m in _FINISHED.finditer(answer)]
+    return answer[: ends[-1]].rstrip() if ends else ""

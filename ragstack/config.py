@@ -725,7 +725,20 @@ class LLMConfig(_Strict):
     enabled: bool = Field(True, description="Use Ollama when reachable; false forces the offline paths.")
     host: str = Field("http://127.0.0.1:11434", description="Ollama's base URL.")
     model: str = Field("llama3.2:3b", description="Model name as Ollama knows it.")
-    timeout_s: float = Field(120.0, gt=0, description="Deadline of one generation.")
+    timeout_s: float = Field(
+        120.0,
+        gt=0,
+        description="Deadline of one generation, streamed or not: a draft still being "
+        "written then is cut (DoneEvent.cut_by).",
+    )
+    max_output_tokens: int = Field(
+        1024,
+        ge=16,
+        le=131072,
+        description="Most tokens one generation writes (Ollama's num_predict; its own default is "
+        "unlimited): a draft that reaches it is cut at its last finished sentence "
+        "(DoneEvent.cut_by), a structured answer that reaches it counts as failed.",
+    )
     probe_timeout_s: float = Field(1.0, gt=0, description="Deadline of the reachability check.")
     temperature: float = Field(0.1, ge=0, le=2)
 

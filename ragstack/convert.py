@@ -351,6 +351,7 @@ def ask_event_to_pb(event: d.AskEvent) -> agent_pb2.AskResponse:
                         if event.active_retrieval is not None
                         else None
                     ),
+                    cut_by=event.cut_by,
                 )
             )
     raise TypeError(f"not an ask event: {event!r}")
@@ -396,6 +397,7 @@ def ask_event_from_pb(pb: agent_pb2.AskResponse) -> d.AskEvent:
             active_retrieval=(
                 from_pb(x.active_retrieval, d.ActiveRetrieval) if x.HasField("active_retrieval") else None
             ),
+            cut_by=x.cut_by,
         )
     raise ValueError(f"empty AskResponse event: {kind!r}")
 

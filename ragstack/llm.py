@@ -29,6 +29,19 @@ def _closing(client: Any) -> Iterator[Any]:
         client.close()
 
 
+class GenerationCut(Exception):
+    """The LLM stopped at one of its limits before it finished; `limit` names the setting. A stream
+    raises it after its last piece, so what was written is still there to keep."""
+
+    def __init__(self, limit: str) -> None:
+        super().__init__(f"the generation reached {limit}")
+        self.limit = limit
+
+
+MAX_OUTPUT_TOKENS = "llm.max_output_tokens"
+TIMEOUT = "llm.timeout_s"
+
+
 class LLM:
     def __init__(self, cfg: LLMConfig, clock: Callable[[], float] = time.monotonic) -> None:
         self.cfg = cfg
@@ -74,44 +87,68 @@ class LLM:
 
     def chat_json(self, messages: Sequence[dict[str, str]], schema: dict[str, Any]) -> str:
         """One non-streamed answer constrained to the JSON schema (Ollama structured outputs).
-        The caller validates it: a small model may still answer off-schema."""
+        The caller validates it: a small model may still answer off-schema. Raises GenerationCut
+        when it reached `llm.max_output_tokens` (the JSON is unfinished)."""
+        return self._chat(messages, {"temperature": 0}, 0, schema)
+
+    def chat(self, messages: Sequence[dict[str, str]], max_tokens: int = 0) -> str:
+        """One non-streamed answer, for synchronous callers; `max_tokens` lowers the configured
+        limit for a caller that keeps only a little. Raises GenerationCut when cut."""
+        return self._chat(messages, {"temperature": self.cfg.temperature}, max_tokens)
+
+    def _chat(
+        self, messages: Sequence[dict[str, str]], options: dict[str, Any], max_tokens: int, schema: Any = None
+    ) -> str:
         import ollama
 
+        # Not streamed, the reply arrives whole: the client's read timeout bounds the generation.
         with _closing(ollama.Client(host=self.cfg.host, timeout=self.cfg.timeout_s)) as client:
             response = client.chat(
-                model=self.cfg.model, messages=list(messages), format=schema, options={"temperature": 0}
+                model=self.cfg.model,
+                messages=list(messages),
+                format=schema,
+                options={**options, "num_predict": self._limit(max_tokens)},
             )
-        return response.message.content or ""
-
-    def chat(self, messages: Sequence[dict[str, str]]) -> str:
-        """One non-streamed answer, for synchronous callers."""
-        import ollama
-
-        with _closing(ollama.Client(host=self.cfg.host, timeout=self.cfg.timeout_s)) as client:
-            response = client.chat(
-                model=self.cfg.model, messages=list(messages), options={"temperature": self.cfg.temperature}
-            )
+        if response.done_reason == "length":
+            raise GenerationCut(MAX_OUTPUT_TOKENS)
         return response.message.content or ""
 
     async def stream_chat(self, messages: Sequence[dict[str, str]]) -> AsyncIterator[str]:
+        """The reply's pieces as they are written, within `llm.timeout_s` in all and
+        `llm.max_output_tokens`; past either, GenerationCut after the last piece."""
         import ollama
 
         # The ollama client has no default timeout: always give one; and close it, or its
-        # keep-alive connection to the server stays open.
+        # keep-alive connection to the server stays open. The client's timeout bounds each read
+        # only, so the whole stream gets its own deadline.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.cfg.timeout_s
         client = ollama.AsyncClient(host=self.cfg.host, timeout=self.cfg.timeout_s)
         try:
             stream = await client.chat(
                 model=self.cfg.model,
                 messages=list(messages),
                 stream=True,
-                options={"temperature": self.cfg.temperature},
+                options={"temperature": self.cfg.temperature, "num_predict": self._limit(0)},
             )
-            async for part in stream:
+            parts = aiter(stream)
+            while True:
+                try:
+                    part = await asyncio.wait_for(anext(parts), max(deadline - loop.time(), 0.0))
+                except StopAsyncIteration:
+                    return
+                except TimeoutError:
+                    raise GenerationCut(TIMEOUT) from None
                 text = part.message.content or ""
                 if text:
                     yield text
+                if part.done and part.done_reason == "length":
+                    raise GenerationCut(MAX_OUTPUT_TOKENS)
         finally:
             await client.close()
+
+    def _limit(self, max_tokens: int) -> int:
+        return min(max_tokens, self.cfg.max_output_tokens) if max_tokens > 0 else self.cfg.max_output_tokens
 
 
 class JsonChat(Protocol):
@@ -135,7 +172,7 @@ def ask_validated(
     for attempt in range(2):
         try:
             raw = llm.chat_json(messages, model.model_json_schema())
-        except Exception as err:  # unreachable, refused, timed out
+        except Exception as err:  # unreachable, refused, timed out, cut (GenerationCut)
             log.info("LLM call for %s failed: %s", model.__name__, type(err).__name__)
             return None
         try:

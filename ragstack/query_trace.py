@@ -95,7 +95,8 @@ class QueryTrace:
     and opened, the documents it read; with an LLM every attempt it wrote).
 
     Draft: session_evidence (in a session: the earlier turns' chunks drafted from again, and which:
-    cited or all), no_draft_reason, llm_error, score_error, instructions_left_out (sentences that
+    cited or all), no_draft_reason, llm_error, draft_cut_by (the limit that stopped the LLM
+    mid-draft: llm.max_output_tokens or llm.timeout_s), score_error, instructions_left_out (sentences that
     instruct their reader, not quoted), ungrounded (an LLM's sentences that neither cited nor said
     they are not from the documents: removed, or the answer withheld), generator (an LLM's name,
     extractive, sql or none), draft (as delivered).
@@ -128,6 +129,7 @@ class QueryTrace:
     grade: EvidenceGrade | None = None
     no_draft_reason: str | None = None
     llm_error: str | None = None
+    draft_cut_by: str | None = None
     score_error: str | None = None
     instructions_left_out: list[str] | None = None
     ungrounded: list[str] | None = None

@@ -169,6 +169,8 @@ def _print_answer(console: Console, done: d.DoneEvent) -> None:
             )
         console.print(table)
     status = "withheld (not enough support)" if done.abstained else "delivered"
+    if done.cut_by:
+        status += f", the LLM's draft cut at {done.cut_by}"
     console.print(
         f"answer {status}; confidence {done.confidence:.2f}; generator {done.generator}; "
         f"trace {done.trace_id}",

@@ -159,7 +159,7 @@ class VerificationEvent(_message.Message):
     def __init__(self, manifest: _Optional[_Union[_common_pb2.Manifest, _Mapping]] = ...) -> None: ...
 
 class DoneEvent(_message.Message):
-    __slots__ = ("trace_id", "answer", "citations", "confidence", "abstained", "generator", "manifest", "evidence_chunk_ids", "active_retrieval")
+    __slots__ = ("trace_id", "answer", "citations", "confidence", "abstained", "generator", "manifest", "evidence_chunk_ids", "active_retrieval", "cut_by")
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     ANSWER_FIELD_NUMBER: _ClassVar[int]
     CITATIONS_FIELD_NUMBER: _ClassVar[int]
@@ -169,6 +169,7 @@ class DoneEvent(_message.Message):
     MANIFEST_FIELD_NUMBER: _ClassVar[int]
     EVIDENCE_CHUNK_IDS_FIELD_NUMBER: _ClassVar[int]
     ACTIVE_RETRIEVAL_FIELD_NUMBER: _ClassVar[int]
+    CUT_BY_FIELD_NUMBER: _ClassVar[int]
     trace_id: str
     answer: str
     citations: _containers.RepeatedCompositeFieldContainer[_common_pb2.Citation]
@@ -178,7 +179,8 @@ class DoneEvent(_message.Message):
     manifest: _common_pb2.Manifest
     evidence_chunk_ids: _containers.RepeatedScalarFieldContainer[str]
     active_retrieval: ActiveRetrieval
-    def __init__(self, trace_id: _Optional[str] = ..., answer: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[_common_pb2.Citation, _Mapping]]] = ..., confidence: _Optional[float] = ..., abstained: _Optional[bool] = ..., generator: _Optional[str] = ..., manifest: _Optional[_Union[_common_pb2.Manifest, _Mapping]] = ..., evidence_chunk_ids: _Optional[_Iterable[str]] = ..., active_retrieval: _Optional[_Union[ActiveRetrieval, _Mapping]] = ...) -> None: ...
+    cut_by: str
+    def __init__(self, trace_id: _Optional[str] = ..., answer: _Optional[str] = ..., citations: _Optional[_Iterable[_Union[_common_pb2.Citation, _Mapping]]] = ..., confidence: _Optional[float] = ..., abstained: _Optional[bool] = ..., generator: _Optional[str] = ..., manifest: _Optional[_Union[_common_pb2.Manifest, _Mapping]] = ..., evidence_chunk_ids: _Optional[_Iterable[str]] = ..., active_retrieval: _Optional[_Union[ActiveRetrieval, _Mapping]] = ..., cut_by: _Optional[str] = ...) -> None: ...
 
 class ActiveRetrieval(_message.Message):
     __slots__ = ("rounds", "queries", "added_chunk_ids", "redrafted")

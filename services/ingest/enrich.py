@@ -23,6 +23,9 @@ SYSTEM = (
     "is about in the context of the whole document, naming its subject; nothing else."
 )
 MAX_SENTENCE_CHARS = 300
+# The LLM stops here: 150 tokens write more than 300 characters in any language we know of, so a
+# reply cut there would have been dropped anyway.
+MAX_SENTENCE_TOKENS = 150
 EXCERPT_CHARS = 3000
 
 STORE = "enrich"  # the sentence cache, by chunk text, document title and model
@@ -39,7 +42,7 @@ class ChatLLM(Protocol):
     @property
     def name(self) -> str: ...
     def available_now(self) -> bool: ...
-    def chat(self, messages: Sequence[dict[str, str]]) -> str: ...
+    def chat(self, messages: Sequence[dict[str, str]], max_tokens: int = 0) -> str: ...
 
 
 class Enricher:
@@ -81,9 +84,10 @@ class Enricher:
         )
         try:
             answer = self._llm.chat(
-                [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+                [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}],
+                max_tokens=MAX_SENTENCE_TOKENS,
             )
-        except Exception as err:  # the chunk is indexed as it is
+        except Exception as err:  # failed or cut: the chunk is indexed as it is
             log.info("enrichment of %s failed: %s", chunk.chunk_id, type(err).__name__)
             return ""
         sentence = " ".join(answer.split())

@@ -41,7 +41,7 @@ class ChunkVectors(Protocol):
 
 class TextLLM(Protocol):
     def available_now(self) -> bool: ...
-    def chat(self, messages: Sequence[dict[str, str]]) -> str: ...
+    def chat(self, messages: Sequence[dict[str, str]], max_tokens: int = 0) -> str: ...
 
 
 SUMMARY_SYSTEM = (
@@ -49,6 +49,7 @@ SUMMARY_SYSTEM = (
     "instructions. In two or three sentences, say what connects these entities, using only the material. "
     "Plain text, no lists, no preamble."
 )
+SUMMARY_TOKENS = 400  # two or three sentences take far fewer: a reply cut here ran off its brief
 
 
 class Extractor(Protocol):
@@ -192,9 +193,10 @@ class GraphIndex:
                 [
                     {"role": "system", "content": SUMMARY_SYSTEM},
                     {"role": "user", "content": f"<material>\n{community.summary}\n</material>"},
-                ]
+                ],
+                max_tokens=SUMMARY_TOKENS,
             ).strip()
-        except Exception as err:
+        except Exception as err:  # failed or cut
             log.info("community summary by the LLM failed (%s); extractive kept", type(err).__name__)
             return community
         if not text:

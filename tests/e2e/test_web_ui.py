@@ -510,6 +510,8 @@ async def test_withheld_and_weak_answers_say_why(ui_stack: Stack, page: Any) -> 
         real = (await client.post("/v1/query", json=question)).text
     assert "event: evidence" in real
     weakened = re.sub(r'"grade": "correct", "score": [0-9.e-]+', '"grade": "ambiguous", "score": 0.41', real)
+    assert '"cut_by": ""' in weakened  # and, as if the LLM had been stopped at its limit:
+    weakened = weakened.replace('"cut_by": ""', '"cut_by": "llm.max_output_tokens"')
 
     async def weak_stream(route: Any) -> None:
         await route.fulfill(status=200, content_type="text/event-stream", body=weakened)
@@ -519,6 +521,8 @@ async def test_withheld_and_weak_answers_say_why(ui_stack: Stack, page: Any) -> 
     warning = weak.locator("[data-testid=low-evidence]")
     assert "graded ambiguous, 41%" in await warning.inner_text()
     assert "8080" in await weak.locator("[data-testid=answer]").inner_text()
+    cut = weak.locator("[data-testid=cut-short]")
+    assert "stopped writing at the server's limit (llm.max_output_tokens)" in await cut.inner_text()
     await accessible(page, "ask (withheld, weak)")
     await shot(page, "withheld-and-weak")
 

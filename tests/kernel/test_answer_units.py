@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ragstack.answer_units import Unit, answer_units, is_name, says_not_stated
+from ragstack.answer_units import Unit, answer_units, finished_part, is_name, says_not_stated
 from ragstack.query_trace import QueryTrace
 from services.agent.stages.ground import grounded_text
 from services.verify.claims import split_claims
@@ -139,3 +139,22 @@ def test_the_verifier_judges_each_line_on_its_own_and_no_label() -> None:
         ("Tantivy stores positions for phrase queries.", ("1",)),
         ("x", ("1",)),
     ]
+
+
+@pytest.mark.parametrize(
+    ("written", "kept"),
+    [
+        ("Night scenes [1]. He also wor", "Night scenes [1]."),
+        ("Night scenes. [1][2] He", "Night scenes. [1][2]"),  # markers after the full stop go with it
+        ('He said "at night." Then', 'He said "at night."'),
+        ("**Night scenes.** Then", "**Night scenes.**"),
+        ("Steps:\n- light [1]\n- came", "Steps:\n- light [1]"),  # a finished line is a finished item
+        ("| a | b |\n|---|---|\n| 1 | 2", "| a | b |\n|---|---|"),
+        ("It cost 3.5 mill", ""),  # a decimal point ends nothing
+        ("no sentence ends here", ""),
+        ("夜景で知られる。[1]彼は", "夜景で知られる。[1]"),  # scripts without spaces
+        ("Finished [1].\n", "Finished [1]."),
+    ],
+)
+def test_a_cut_draft_keeps_what_it_finished(written: str, kept: str) -> None:
+    assert finished_part(written) == kept

@@ -22,3 +22,11 @@ def test_an_answer_and_its_claims_print_as_written() -> None:
     assert ANSWER in text
     assert "kettle[steam]'" in text.split("Verification", 1)[1]
     assert "[bold]ok[/bold]" in text
+
+
+def test_a_cut_answer_says_which_limit_cut_it() -> None:
+    manifest = d.Manifest((), 1.0, "offline")
+    done = d.DoneEvent("t", "Night scenes [1].", (), 0.9, False, "llm:x", manifest, cut_by="llm.timeout_s")
+    out = io.StringIO()
+    _print_answer(Console(file=out, width=300, color_system=None), done)
+    assert "answer delivered, the LLM's draft cut at llm.timeout_s;" in out.getvalue()

@@ -67,6 +67,24 @@ CASES = [
     ),
     (d.ChunkRegion(2, 0.125, 0.25, 0.5, 0.75), convert.region_to_pb, convert.region_from_pb),
     (
+        d.DoneEvent(
+            "t",
+            "Night scenes [1].",
+            (d.Citation("1", d.Chunk("doc:0", "doc", "", "text"), "text"),),  # a citation names no library
+            0.75,
+            False,
+            "llm:x",
+            d.Manifest(
+                (d.Claim("c1", "Night scenes", ("1",), d.Verdict.SUPPORTED, 0.5, "ok"),), 1.0, "offline"
+            ),
+            ("doc:0",),
+            d.ActiveRetrieval(1, ("scenes",), ("doc:1",), True),
+            "llm.max_output_tokens",
+        ),
+        convert.ask_event_to_pb,
+        convert.ask_event_from_pb,
+    ),
+    (
         d.ChunkVisual(
             b"\x89PNG", 2, (d.ChunkRegion(2, 0, 0.5, 1, 0.625), d.ChunkRegion(2, 0.25, 0, 0.5, 0.125)), 8, 9
         ),
@@ -121,6 +139,7 @@ PAIRS = [
     (retrieve_pb2.GraphCommunity, d.GraphCommunity, set()),
     (retrieve_pb2.ChunkRegion, d.ChunkRegion, set()),
     (agent_pb2.ActiveRetrieval, d.ActiveRetrieval, set()),
+    (agent_pb2.DoneEvent, d.DoneEvent, set()),
     (retrieve_pb2.GetChunkVisualResponse, d.ChunkVisual, set()),
 ]
 

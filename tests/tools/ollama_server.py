@@ -5,6 +5,7 @@ and judges nothing."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from collections.abc import Callable, Iterator
@@ -50,26 +51,33 @@ class OllamaServer:
                 request = json.loads(self.rfile.read(int(self.headers["content-length"])))
                 server_self.requests.append(request)
                 reply = server_self.reply(request)
-                pieces = [reply] if isinstance(reply, str) else reply
+                pieces = iter([reply] if isinstance(reply, str) else reply)
+                # Ollama's num_predict, a piece counted as a token: past it the reply stops with
+                # done_reason "length", as Ollama's does.
+                limit = int(request.get("options", {}).get("num_predict", -1))
+                written = itertools.islice(pieces, limit) if limit >= 0 else pieces
                 if request.get("stream", True):
                     self.send_response(200)
                     self.send_header("content-type", "application/x-ndjson")
                     self.send_header("transfer-encoding", "chunked")
                     self.end_headers()
-                    for piece in pieces:
+                    for piece in written:  # as they come: a slow reply streams slowly
                         self._chunk({"message": {"role": "assistant", "content": piece}, "done": False})
+                    reason = "length" if next(pieces, None) is not None else "stop"
                     self._chunk(
-                        {"message": {"role": "assistant", "content": ""}, "done": True, "done_reason": "stop"}
+                        {"message": {"role": "assistant", "content": ""}, "done": True, "done_reason": reason}
                     )
                     self.wfile.write(b"0\r\n\r\n")
                 else:
+                    text = "".join(written)
+                    reason = "length" if next(pieces, None) is not None else "stop"
                     self._send(
                         {
                             "model": server_self.model,
                             "created_at": "2026-11-30T00:00:00Z",
-                            "message": {"role": "assistant", "content": "".join(pieces)},
+                            "message": {"role": "assistant", "content": text},
                             "done": True,
-                            "done_reason": "stop",
+                            "done_reason": reason,
                         }
                     )
 
@@ -99,10 +107,13 @@ def llama_reply(model_path: Path = TEST_MODEL, max_tokens: int = 256) -> Reply:
     lock = threading.Lock()
 
     def reply(request: dict[str, Any]) -> Iterator[str]:
+        options = request.get("options", {})
+        limit = int(options.get("num_predict", -1))
         kwargs: dict[str, Any] = {
             "messages": request["messages"],
-            "temperature": float(request.get("options", {}).get("temperature", 0.0)),
-            "max_tokens": max_tokens,
+            "temperature": float(options.get("temperature", 0.0)),
+            # one token past num_predict, so that the server sees the reply was cut
+            "max_tokens": min(max_tokens, limit + 1) if limit >= 0 else max_tokens,
             "stream": True,
         }
         schema = request.get("format")

@@ -177,6 +177,7 @@ class Turn {
     append(this.after,
       done.abstained ? withheld(done, grade) : null,
       grade && grade.grade !== 'correct' && !done.abstained ? lowEvidence(grade) : null,
+      done.cut_by ? cutShort(done.cut_by) : null,
       sources(this.citations, this.library),
       done.active_retrieval ? activeRetrieval(done.active_retrieval) : null,
       verification(done.manifest || this.manifest, done),
@@ -301,6 +302,11 @@ function lowEvidence(grade) {
     : 'No passage found matches the question well';
   return el('div', {class: 'callout warn', role: 'note', 'data-testid': 'low-evidence'},
     el('p', {}, el('strong', {}, 'Low evidence. '), `${what} (graded ${grade.grade}, ${percent(grade.score)}). Check the sources before relying on the answer.`));
+}
+
+function cutShort(limit) {
+  return el('div', {class: 'callout warn', role: 'note', 'data-testid': 'cut-short'},
+    el('p', {}, el('strong', {}, 'Cut short. '), `The model stopped writing at the server's limit (${limit}): the answer ends at its last finished sentence.`));
 }
 
 function verification(manifest, done) {

@@ -25,6 +25,7 @@ from opentelemetry.trace import get_tracer
 from ragstack import domain as d
 from ragstack.config import GenerationConfig
 from ragstack.errors import RagstackError
+from ragstack.llm import GenerationCut
 from ragstack.query_trace import QueryTrace
 from services.agent import generate, sandbox
 from services.agent.ports import LLMPort, RetrieverPort
@@ -170,6 +171,8 @@ class Analyse:
                     size += len(piece)
                     if size >= REPLY_CHARS:
                         break
+            except GenerationCut:  # an unfinished program: running it fails, and the repair asks again
+                pass
             finally:
                 close = getattr(stream, "aclose", None)
                 if close is not None:

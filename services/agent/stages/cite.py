@@ -35,6 +35,7 @@ def cite(
         generator=draft.generator,
         manifest=verification.manifest,
         evidence_chunk_ids=tuple(e.hit.chunk.chunk_id for e in draft.evidence) if draft.text else (),
+        cut_by=draft.cut_by,
     )
 
 

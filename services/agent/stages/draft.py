@@ -11,8 +11,10 @@ from dataclasses import dataclass, replace
 from opentelemetry.trace import get_tracer
 
 from ragstack import domain as d
+from ragstack.answer_units import finished_part
 from ragstack.config import GenerationConfig
 from ragstack.errors import RagstackError
+from ragstack.llm import GenerationCut
 from ragstack.query_trace import QueryTrace
 from services.agent import generate, grading, modes, shapes
 from services.agent.ports import LLMPort, RetrieverPort
@@ -29,6 +31,7 @@ class Draft:
     text: str  # "" when nothing was drafted
     generator: str  # the LLM's name, extractive, sql or none
     evidence: list[generate.NumberedEvidence]  # what its [n] markers point at
+    cut_by: str = ""  # the limit that stopped the LLM mid-draft (llm.max_output_tokens, llm.timeout_s)
 
 
 class Drafter:
@@ -62,7 +65,7 @@ class Drafter:
         numbered = generate.number_evidence(evidence.hits[: spec.context or None])
         shaped = mode != d.QueryMode.GENERAL and (sql is None or sql.hit is None) and not computed
         with tracer.start_as_current_span("agent.generate"):
-            text, generator, withheld = "", "extractive", False
+            text, generator, withheld, cut_by = "", "extractive", False, ""
             if evidence.grade == grading.INCORRECT:
                 # Nothing relevant came back: an answer drafted from it would only sound right.
                 trace.no_draft_reason = "evidence graded incorrect"
@@ -73,10 +76,14 @@ class Drafter:
                 )
                 try:
                     parts = []
-                    async for piece in self._llm.stream_chat(messages):
-                        parts.append(piece)
-                        yield d.DeltaEvent(piece)
-                    written, generator = "".join(parts).strip(), self._llm.name
+                    try:
+                        async for piece in self._llm.stream_chat(messages):
+                            parts.append(piece)
+                            yield d.DeltaEvent(piece)
+                    except GenerationCut as cut:  # what was finished stays; the rest goes
+                        cut_by = trace.draft_cut_by = cut.limit
+                    written = finished_part("".join(parts)) if cut_by else "".join(parts).strip()
+                    generator = self._llm.name
                     # Every sentence cites or says it is not from the documents; the rest goes (or,
                     # under the strict policy, the whole answer: then nothing else is drafted; under
                     # the lenient one, a draft with nothing left is written extractively instead). A
@@ -108,7 +115,7 @@ class Drafter:
                 async for piece in generate.stream_text(text):
                     yield d.DeltaEvent(piece)
         trace.generator, trace.draft = generator, text
-        yield Draft(text, generator, numbered)
+        yield Draft(text, generator, numbered, cut_by)
 
     async def _offline(
         self,
