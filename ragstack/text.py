@@ -7,6 +7,18 @@ import re
 # A sentence ends at . ! or ? followed by space and an upper-case letter, digit, quote or bracket;
 # common abbreviations and initials do not end one.
 _BOUNDARY = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+# An answer's sentences (`any_start`) may also start in lower case, in any script, or after
+# emphasis or code, and the full stops of scripts written without spaces end one: the citation
+# policy and the verifier judge an answer sentence by sentence, and a statement must not hide in the
+# sentence before it for want of a capital.
+_OPENS = "[\"'(\\[\u201c\u2018*_`]*"
+_ANY_BOUNDARY = re.compile(
+    rf"(?<=[.!?])[)\]*_]*\s+(?={_OPENS}[^\W_])"
+    # after a quotation's own full stop, a lower-case word goes on the sentence that quoted it
+    rf"|(?<=[.!?])[)\]*_]*[\"'\u201d\u2019][\"'\u201d\u2019)\]*_]*\s+(?={_OPENS}(?![a-z])[^\W_])"
+    r"|(?<=[\u3002\uff01\uff1f])[\"')\]\u201d\u2019\u300d\u300f]*\s*(?=\S)"
+)
+_CLOSERS = "\"')]*_\u201d\u2019\u300d\u300f"
 _ABBREV = re.compile(r"(?:\b(?:e\.g|i\.e|etc|vs|cf|al|Dr|Mr|Mrs|Ms|Prof|Fig|No|approx)\.|\b[A-Z]\.)$")
 _WORD = re.compile(r"[A-Za-z0-9]+(?:[.'-][A-Za-z0-9]+)*")
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:[.,]\d+)*(?:%|\b)")
@@ -22,26 +34,31 @@ STOPWORDS = frozenset(
 _BLOCK_BREAK = re.compile(r"\n\s*\n|\n(?=[ \t]*(?:[-*+]|\d+[.)])[ \t])")
 
 
-def split_sentences(text: str, keep_lines: bool = False) -> list[str]:
+def split_sentences(text: str, keep_lines: bool = False, any_start: bool = False) -> list[str]:
     """Sentences of prose, whitespace-normalised, empty ones dropped. `keep_lines`: a line break
     inside a sentence stays one (spaces around it dropped), so that what stood on a line of its own
-    can still be told apart (the chunker keeps them; see services/agent/generate.strips)."""
-    return [s for block in _BLOCK_BREAK.split(text) for s in _split_block(block, keep_lines)]
+    can still be told apart (the chunker keeps them; see services/agent/generate.strips).
+    `any_start`: an answer's sentences, which may start with any letter (see _ANY_BOUNDARY); a
+    document's start with a capital or digit, which keeps its abbreviations and lists whole."""
+    boundary = _ANY_BOUNDARY if any_start else _BOUNDARY
+    return [s for block in _BLOCK_BREAK.split(text) for s in _split_block(block, keep_lines, boundary)]
 
 
 _SPACES = re.compile(r"[^\S\n]+")
 _AROUND_BREAK = re.compile(r" ?\n[\s]*")
 
 
-def _split_block(text: str, keep_lines: bool = False) -> list[str]:
+def _split_block(text: str, keep_lines: bool, boundary: re.Pattern[str]) -> list[str]:
     flat = _AROUND_BREAK.sub("\n", _SPACES.sub(" ", text)).strip() if keep_lines else " ".join(text.split())
     if not flat:
         return []
     parts: list[str] = []
     start = 0
-    for m in _BOUNDARY.finditer(flat):
-        candidate = flat[start : m.start()].strip()
-        if _ABBREV.search(candidate):
+    for m in boundary.finditer(flat):
+        # The sentence keeps the quotes and brackets that close it (the boundary matched them):
+        # the chunker builds chunks from these sentences, and `"Stop." He left` must stay so.
+        candidate = flat[start : m.end()].strip()
+        if _ABBREV.search(candidate.rstrip(_CLOSERS)):
             continue
         if candidate:
             parts.append(candidate)

@@ -45,7 +45,7 @@ def split_claims(answer: str) -> list[DraftClaim]:
         if unit.kind != "prose":
             _add(claims, unit.text)
             continue
-        for sentence in split_sentences(unit.text):
+        for sentence in split_sentences(unit.text, any_start=True):
             lead = LEADING_MARKERS.match(sentence)
             if lead and claims:
                 prev = claims[-1]

@@ -81,6 +81,13 @@ def test_a_line_is_its_own_unless_it_continues_the_one_before() -> None:
         f"{CITED}\nⓁⓘⓖⓗⓣⓗⓞⓤⓢⓔⓢ ⓦⓔⓡⓔ ⓛⓘⓣ ⓑⓨ ⓦⓗⓐⓛⓔ ⓞⓘⓛ",
         f"{CITED}\n{STATEMENT} <!-- [1] -->\n{STATEMENT} `[1]`.",
         f"{CITED}\n| Lighthouses |\n|---|\n| were once lit by burning |\n| whale oil in most harbours |",
+        # on the same line, a sentence that does not start with an ASCII capital
+        f"{CITED} {STATEMENT.lower()}.",
+        f"{CITED} **{STATEMENT}** indeed.",
+        f"{CITED} _{STATEMENT.lower()}_.",
+        f"{CITED} Ébauche: {STATEMENT.lower()}.",
+        f"{CITED} ({STATEMENT.lower()}.)",
+        "Tantivy stores positions for phrase queries [1]。灯塔曾经在大多数港口燃烧鲸油点亮灯光。",
     ],
 )
 def test_the_citation_policy_removes_what_rides_on_another_line_or_in_a_structure(hidden: str) -> None:
@@ -111,6 +118,12 @@ def test_brackets_that_cite_nothing_and_quotes_inside_a_cited_sentence_stay() ->
         assert ground(answer) == answer
     quoting = f'A blog wrote "{STATEMENT}." and was wrong [1]. {STATEMENT}.'
     assert ground(quoting) == f'A blog wrote "{STATEMENT}." and was wrong [1].'
+    # a quotation's own full stop, then the quoting sentence going on in lower case: one sentence
+    # (a statement can still ride there: the README says so)
+    quoted = f'He wrote "{STATEMENT}." and cited it [1].'
+    assert ground(quoted) == quoted
+    # the closing quote stays with its sentence, and what follows it is found and removed
+    assert ground(f'A blog wrote "whales." [1] {STATEMENT}.') == 'A blog wrote "whales." [1]'
 
 
 def test_what_goes_takes_its_markup_with_it() -> None:
@@ -138,6 +151,12 @@ def test_the_verifier_judges_each_line_on_its_own_and_no_label() -> None:
         (STATEMENT, ()),  # not merged into the cited line after it
         ("Tantivy stores positions for phrase queries.", ("1",)),
         ("x", ("1",)),
+    ]
+    lower = split_claims(f"{CITED} {STATEMENT.lower()}. **{STATEMENT}** too.")
+    assert [(c.text, c.refs) for c in lower] == [
+        ("Tantivy stores positions for phrase queries.", ("1",)),
+        (f"{STATEMENT.lower()}.", ()),  # not merged into the cited sentence before it
+        (f"{STATEMENT} too.", ()),
     ]
 
 

@@ -54,7 +54,7 @@ def _ungrounded(unit: Unit, refs: set[str], documents: list[str]) -> list[str]:
         return []
     sentences: list[str] = []
     grounded: list[bool] = []
-    for sentence in split_sentences(_LINE_BREAK.sub("\n\n", unit.text)):
+    for sentence in split_sentences(_LINE_BREAK.sub("\n\n", unit.text), any_start=True):
         lead = LEADING_MARKERS.match(sentence)
         if lead and sentences and _cites(lead.group(0), refs):  # `Text. [1] Next`: the [1] is Text's
             grounded[-1] = True
@@ -71,10 +71,15 @@ def _cites(text: str, refs: set[str]) -> bool:
     return bool(cited) and cited <= refs  # no made-up source
 
 
-# Where a sentence may start (a line's start, after a sentence's end or a tag) and end (a line's
-# end, or before the next sentence or a tag).
-_STARTS = r"(?:^|(?<=[.!?\])>])[ \t]*)"
-_ENDS = r"(?=[ \t]*(?:$|<|[\"'(\[*_]*[A-Z0-9]))"
+# Where a sentence may start (a line's start, after a sentence's end or a tag) and end: a line's
+# end or a tag, and, after its full stop, the next sentence (text.split_sentences, any_start).
+_STOPS = "[.!?\u3002\uff01\uff1f]"
+_CLOSES = "[\"'\u201d\u2019)\\]*_]"
+_AFTER = rf"(?<=[.!?\u3002\uff01\uff1f\])>])|(?<={_STOPS}{_CLOSES})|(?<={_STOPS}{_CLOSES}{{2}})"
+_STARTS = rf"(?:^|(?:{_AFTER})[ \t]*)"
+_ENDS = r"(?=[ \t]*(?:$|<))"
+_ENDS_AFTER_STOP = r"(?=[ \t]*(?:$|<|[\"'(\[\u201c\u2018*_`]*[^\W_]))"
+_STOPPED = re.compile(r"[.!?\u3002\uff01\uff1f][\"')\]\u201d\u2019\u300d\u300f*_]*(?:\s*\[[^\]]*\])*$")
 _LINE_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
 _UNSEEN = re.compile(r"<!--.*?-->|`[^`\n]*`", re.DOTALL)
 
@@ -112,7 +117,8 @@ def _without(text: str, sentences: list[str]) -> str:
     for sentence in sentences:
         # Word by word: line breaks, quote markers and indentation may lie between the words.
         pattern = r"(?:\s|>)*".join(re.escape(w) for w in sentence.split())
-        found = re.compile(_STARTS + pattern + _ENDS, re.MULTILINE).search(text, at)
+        ends = _ENDS_AFTER_STOP if _STOPPED.search(sentence) else _ENDS
+        found = re.compile(_STARTS + pattern + ends, re.MULTILINE).search(text, at)
         if found is None:
             return ""
         kept.append(text[at : found.start()])

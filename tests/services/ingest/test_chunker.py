@@ -108,3 +108,9 @@ def test_page_markers_give_chunks_their_pages() -> None:
         (("Report", "Part"), (2, 3)),
     ]
     assert all("<!--" not in c.text for c in chunks)
+
+
+def test_a_chunk_keeps_the_quotes_and_brackets_that_close_its_sentences() -> None:
+    text = "He said \"stop.\" Then he left (see above.) She wrote 'done.' The end."
+    (chunk,) = chunk_markdown(f"# Notes\n\n{text}\n", "Notes", 100, 0, words)
+    assert chunk.text == text
