@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ragstack import policy
-from ragstack.text import CITATION_MARKER
+from ragstack.text import CITATION_MARKER, CLOSERS, STOPS, WIDE_STOPS, ends_with_abbreviation
 
 _CELL_SPLIT = re.compile(r"(?<!\\)\|")
 _TABLE_RULE = re.compile(r"^\s*:?-{1,}:?\s*$")
@@ -35,11 +35,14 @@ _NOT_STATED = re.compile(
 )
 _WORD = re.compile(r"[^\W\d_]+|\d+")
 _WIDE = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff]")  # scripts written without spaces
-# Where a unit is finished: a sentence's end (closing quotes, brackets, emphasis and its citation
-# markers with it) before a space or the end (any time in scripts written without spaces), or a
-# line's end.
-_CLOSED = rf"[\"'\u201d\u2019)\]*_]*(?:{CITATION_MARKER.pattern})*"
-_FINISHED = re.compile(rf"[.!?]{_CLOSED}(?=\s|$)|[\u3002\uff01\uff1f]{_CLOSED}|\n")
+# Where a draft cut mid-way is finished (finished_part): a sentence's end (any script's stop, the
+# quotes, brackets, emphasis and citation markers that close it) before a space or the cut (but no
+# abbreviation's stop, nor a number's at the cut: "3." may have been "3.5"); a line's end when the
+# next line does not continue it (a blank line, or one that does not start in lower case).
+_CLOSED = rf"[{re.escape(CLOSERS)}]*(?:{CITATION_MARKER.pattern})*"
+_SENTENCE_END = re.compile(rf"[{re.escape(STOPS)}]{_CLOSED}(?=\s|$)|[{WIDE_STOPS}]{_CLOSED}")
+_LINE_END = re.compile(r"\n(?=[ \t]*\n|(?![ \t]*[a-z])[ \t]*\S)")
+_FENCE_LINE = re.compile(r"^[ \t]*(?:`{3,}|~{3,})", re.MULTILINE)
 
 Kind = Literal["prose", "item", "cell", "label", "code"]
 
@@ -167,7 +170,23 @@ def is_name(label: str) -> bool:
 
 
 def finished_part(answer: str) -> str:
-    """The answer up to the end of its last finished sentence or line: what stays of a draft the
-    LLM stopped writing mid-way ("" when nothing was finished)."""
-    ends = [m.end() for m in _FINISHED.finditer(answer)]
-    return answer[: ends[-1]].rstrip() if ends else ""
+    """What stays of a draft the LLM stopped writing mid-way: the answer up to its last finished
+    sentence or line, without a code block it had not closed and without the headings or table
+    header that had nothing after them yet; "" when nothing with content was finished."""
+    ends = [
+        m.end()
+        for m in _SENTENCE_END.finditer(answer)
+        if not ends_with_abbreviation(answer[: m.start() + 1])
+        and not (m.end() == len(answer) and answer[m.start() - 1 : m.start()].isdigit())
+    ]
+    ends += [m.start() for m in _LINE_END.finditer(answer)]
+    if not ends:
+        return ""
+    kept = answer[: max(ends)]
+    fences = [m.start() for m in _FENCE_LINE.finditer(kept)]
+    if len(fences) % 2:  # cut inside a code block: the block goes
+        kept = kept[: fences[-1]]
+    content = [u for u in answer_units(kept) if u.kind != "label"]
+    if not content:
+        return ""
+    return "\n".join(kept.split("\n")[: content[-1].last + 1]).rstrip()

@@ -728,8 +728,8 @@ class LLMConfig(_Strict):
     timeout_s: float = Field(
         120.0,
         gt=0,
-        description="Deadline of one generation, streamed or not: a draft still being "
-        "written then is cut (DoneEvent.cut_by).",
+        description="Deadline of one generation, streamed or not (streamed: the waits for its "
+        "pieces, summed): a draft still being written then is cut (DoneEvent.cut_by).",
     )
     max_output_tokens: int = Field(
         1024,
@@ -737,7 +737,8 @@ class LLMConfig(_Strict):
         le=131072,
         description="Most tokens one generation writes (Ollama's num_predict; its own default is "
         "unlimited): a draft that reaches it is cut at its last finished sentence "
-        "(DoneEvent.cut_by), a structured answer that reaches it counts as failed.",
+        "(DoneEvent.cut_by); a structured answer may write twice as many, past that it counts as "
+        "failed.",
     )
     probe_timeout_s: float = Field(1.0, gt=0, description="Deadline of the reachability check.")
     temperature: float = Field(0.1, ge=0, le=2)

@@ -87,17 +87,18 @@ class LLM:
 
     def chat_json(self, messages: Sequence[dict[str, str]], schema: dict[str, Any]) -> str:
         """One non-streamed answer constrained to the JSON schema (Ollama structured outputs).
-        The caller validates it: a small model may still answer off-schema. Raises GenerationCut
-        when it reached `llm.max_output_tokens` (the JSON is unfinished)."""
-        return self._chat(messages, {"temperature": 0}, 0, schema)
+        The caller validates it: a small model may still answer off-schema. It may write twice
+        `llm.max_output_tokens` (the verifier's claims restate a draft of up to that length); past
+        that it raises GenerationCut (the JSON is unfinished)."""
+        return self._chat(messages, {"temperature": 0}, 2 * self.cfg.max_output_tokens, schema)
 
     def chat(self, messages: Sequence[dict[str, str]], max_tokens: int = 0) -> str:
         """One non-streamed answer, for synchronous callers; `max_tokens` lowers the configured
         limit for a caller that keeps only a little. Raises GenerationCut when cut."""
-        return self._chat(messages, {"temperature": self.cfg.temperature}, max_tokens)
+        return self._chat(messages, {"temperature": self.cfg.temperature}, self._limit(max_tokens))
 
     def _chat(
-        self, messages: Sequence[dict[str, str]], options: dict[str, Any], max_tokens: int, schema: Any = None
+        self, messages: Sequence[dict[str, str]], options: dict[str, Any], limit: int, schema: Any = None
     ) -> str:
         import ollama
 
@@ -107,22 +108,23 @@ class LLM:
                 model=self.cfg.model,
                 messages=list(messages),
                 format=schema,
-                options={**options, "num_predict": self._limit(max_tokens)},
+                options={**options, "num_predict": limit},
             )
         if response.done_reason == "length":
             raise GenerationCut(MAX_OUTPUT_TOKENS)
         return response.message.content or ""
 
     async def stream_chat(self, messages: Sequence[dict[str, str]]) -> AsyncIterator[str]:
-        """The reply's pieces as they are written, within `llm.timeout_s` in all and
-        `llm.max_output_tokens`; past either, GenerationCut after the last piece."""
+        """The reply's pieces as they are written, within `llm.timeout_s` of waiting for them in all
+        and `llm.max_output_tokens`; past either, GenerationCut after the last piece."""
         import ollama
 
         # The ollama client has no default timeout: always give one; and close it, or its
         # keep-alive connection to the server stays open. The client's timeout bounds each read
-        # only, so the whole stream gets its own deadline.
+        # only, so the stream's waits for its pieces are summed against the deadline too (the
+        # model's time, not a slow consumer's).
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.cfg.timeout_s
+        left = self.cfg.timeout_s
         client = ollama.AsyncClient(host=self.cfg.host, timeout=self.cfg.timeout_s)
         try:
             stream = await client.chat(
@@ -133,12 +135,17 @@ class LLM:
             )
             parts = aiter(stream)
             while True:
+                # `asyncio.timeout`, which, unlike 3.11's `wait_for`, never loses a cancel that
+                # arrives with the piece.
+                started = loop.time()
                 try:
-                    part = await asyncio.wait_for(anext(parts), max(deadline - loop.time(), 0.0))
+                    async with asyncio.timeout(max(left, 0.0)):
+                        part = await anext(parts)
                 except StopAsyncIteration:
                     return
                 except TimeoutError:
                     raise GenerationCut(TIMEOUT) from None
+                left -= loop.time() - started
                 text = part.message.content or ""
                 if text:
                     yield text

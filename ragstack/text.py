@@ -7,18 +7,26 @@ import re
 # A sentence ends at . ! or ? followed by space and an upper-case letter, digit, quote or bracket;
 # common abbreviations and initials do not end one.
 _BOUNDARY = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+# Where an answer's sentence ends: the full stops, question and exclamation marks of scripts that
+# put a space after them (Latin, Greek, Cyrillic; Devanagari's danda; Arabic, Urdu; Armenian;
+# Ethiopic), those of scripts written without spaces (Chinese, Japanese), and what closes a sentence
+# after its stop (quotes, brackets, emphasis).
+STOPS = ".!?\u0964\u0965\u061f\u06d4\u0589\u1362"
+WIDE_STOPS = "\u3002\uff01\uff1f"
+CLOSERS = "\"')]*_\u201d\u2019\u300d\u300f\u00bb\u203a"  # what may come after its stop
+_CLOSE = f"[{re.escape(CLOSERS)}]"
 # An answer's sentences (`any_start`) may also start in lower case, in any script, or after
-# emphasis or code, and the full stops of scripts written without spaces end one: the citation
-# policy and the verifier judge an answer sentence by sentence, and a statement must not hide in the
-# sentence before it for want of a capital.
-_OPENS = "[\"'(\\[\u201c\u2018*_`]*"
+# emphasis or code, and end at any script's stop: the citation policy and the verifier judge an
+# answer sentence by sentence, and a statement must not hide in the sentence before it for want of
+# a capital.
+OPENERS = "\"'([\u201c\u2018\u00ab\u2039*_`"  # what may come before a sentence's first letter
+_OPENS = f"[{re.escape(OPENERS)}]*"
 _ANY_BOUNDARY = re.compile(
-    rf"(?<=[.!?])[)\]*_]*\s+(?={_OPENS}[^\W_])"
+    rf"(?<=[{STOPS}])[)\]*_]*\s+(?={_OPENS}[^\W_])"
     # after a quotation's own full stop, a lower-case word goes on the sentence that quoted it
-    rf"|(?<=[.!?])[)\]*_]*[\"'\u201d\u2019][\"'\u201d\u2019)\]*_]*\s+(?={_OPENS}(?![a-z])[^\W_])"
-    r"|(?<=[\u3002\uff01\uff1f])[\"')\]\u201d\u2019\u300d\u300f]*\s*(?=\S)"
+    rf"|(?<=[{STOPS}])[)\]*_]*[\"'\u201d\u2019\u00bb\u203a]{_CLOSE}*\s+(?={_OPENS}(?![a-z])[^\W_])"
+    rf"|(?<=[{WIDE_STOPS}]){_CLOSE}*\s*(?=\S)"
 )
-_CLOSERS = "\"')]*_\u201d\u2019\u300d\u300f"
 _ABBREV = re.compile(r"(?:\b(?:e\.g|i\.e|etc|vs|cf|al|Dr|Mr|Mrs|Ms|Prof|Fig|No|approx)\.|\b[A-Z]\.)$")
 _WORD = re.compile(r"[A-Za-z0-9]+(?:[.'-][A-Za-z0-9]+)*")
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:[.,]\d+)*(?:%|\b)")
@@ -58,7 +66,7 @@ def _split_block(text: str, keep_lines: bool, boundary: re.Pattern[str]) -> list
         # The sentence keeps the quotes and brackets that close it (the boundary matched them):
         # the chunker builds chunks from these sentences, and `"Stop." He left` must stay so.
         candidate = flat[start : m.end()].strip()
-        if _ABBREV.search(candidate.rstrip(_CLOSERS)):
+        if ends_with_abbreviation(candidate.rstrip(CLOSERS)):
             continue
         if candidate:
             parts.append(candidate)
@@ -67,6 +75,12 @@ def _split_block(text: str, keep_lines: bool, boundary: re.Pattern[str]) -> list
     if tail:
         parts.append(tail)
     return parts
+
+
+def ends_with_abbreviation(text: str) -> bool:
+    """Whether `text` ends with an abbreviation or an initial (`e.g.`, `Dr.`, `J.`): its full stop
+    ends no sentence."""
+    return bool(_ABBREV.search(text[-12:]))
 
 
 def words(text: str) -> list[str]:

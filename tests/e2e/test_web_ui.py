@@ -522,7 +522,7 @@ async def test_withheld_and_weak_answers_say_why(ui_stack: Stack, page: Any) -> 
     assert "graded ambiguous, 41%" in await warning.inner_text()
     assert "8080" in await weak.locator("[data-testid=answer]").inner_text()
     cut = weak.locator("[data-testid=cut-short]")
-    assert "stopped writing at the server's limit (llm.max_output_tokens)" in await cut.inner_text()
+    assert "stopped at the server's limit (llm.max_output_tokens)" in await cut.inner_text()
     await accessible(page, "ask (withheld, weak)")
     await shot(page, "withheld-and-weak")
 

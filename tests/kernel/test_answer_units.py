@@ -88,6 +88,7 @@ def test_a_line_is_its_own_unless_it_continues_the_one_before() -> None:
         f"{CITED} Ébauche: {STATEMENT.lower()}.",
         f"{CITED} ({STATEMENT.lower()}.)",
         "Tantivy stores positions for phrase queries [1]。灯塔曾经在大多数港口燃烧鲸油点亮灯光。",
+        f"Tantivy stores positions for phrase queries [1]। {STATEMENT}।",  # Devanagari's danda
     ],
 )
 def test_the_citation_policy_removes_what_rides_on_another_line_or_in_a_structure(hidden: str) -> None:
@@ -166,13 +167,25 @@ def test_the_verifier_judges_each_line_on_its_own_and_no_label() -> None:
         ("Night scenes [1]. He also wor", "Night scenes [1]."),
         ("Night scenes. [1][2] He", "Night scenes. [1][2]"),  # markers after the full stop go with it
         ('He said "at night." Then', 'He said "at night."'),
-        ("**Night scenes.** Then", "**Night scenes.**"),
-        ("Steps:\n- light [1]\n- came", "Steps:\n- light [1]"),  # a finished line is a finished item
-        ("| a | b |\n|---|---|\n| 1 | 2", "| a | b |\n|---|---|"),
+        ("Night *scenes.* Then", "Night *scenes.*"),
+        ("Steps:\n- light [1]\n- came", "Steps:\n- light [1]"),  # the next item began: this one ended
+        ("| a | b |\n|---|---|\n| 1 | 2 |\n| 3", "| a | b |\n|---|---|\n| 1 | 2 |"),
         ("It cost 3.5 mill", ""),  # a decimal point ends nothing
         ("no sentence ends here", ""),
         ("夜景で知られる。[1]彼は", "夜景で知られる。[1]"),  # scripts without spaces
-        ("Finished [1].\n", "Finished [1]."),
+        ("वह रात के दृश्यों के लिए जाना जाता है [1]। चाँद", "वह रात के दृश्यों के लिए जाना जाता है [1]।"),
+        ("Finished [1].\n\nAnd th", "Finished [1]."),
+        ("Finished [1].", "Finished [1]."),
+        ("Night scenes [1]. He shot 3.", "Night scenes [1]."),  # "3." at the cut may have been "3.5"
+        ("Night scenes [1]. Shot at night, e.g. with", "Night scenes [1]."),  # no end at e.g.
+        ("Night scenes [1].\nHe was known for night scenes and\nwas", "Night scenes [1]."),  # wrapped
+        ("Night scenes [1].\nHe was known for night scenes and\n", "Night scenes [1]."),
+        ("Run it [1]:\n\n```\npip install x\n", "Run it [1]:"),  # an unclosed code block goes
+        ("Run it [1]:\n\n```\npip install x\n```\n\nThen", "Run it [1]:\n\n```\npip install x\n```"),
+        # headings and a table header with nothing under them yet go; with nothing else, all goes
+        ("Night scenes [1].\n\n## More\n\nHe", "Night scenes [1]."),
+        ("## Tomas Brek, cinematographer\nHe", ""),
+        ("| Person | Known for |\n|---|---|\n| Tomas", ""),
     ],
 )
 def test_a_cut_draft_keeps_what_it_finished(written: str, kept: str) -> None:

@@ -177,7 +177,7 @@ class Turn {
     append(this.after,
       done.abstained ? withheld(done, grade) : null,
       grade && grade.grade !== 'correct' && !done.abstained ? lowEvidence(grade) : null,
-      done.cut_by ? cutShort(done.cut_by) : null,
+      done.cut_by ? cutShort(done) : null,
       sources(this.citations, this.library),
       done.active_retrieval ? activeRetrieval(done.active_retrieval) : null,
       verification(done.manifest || this.manifest, done),
@@ -304,9 +304,12 @@ function lowEvidence(grade) {
     el('p', {}, el('strong', {}, 'Low evidence. '), `${what} (graded ${grade.grade}, ${percent(grade.score)}). Check the sources before relying on the answer.`));
 }
 
-function cutShort(limit) {
+function cutShort(done) {
+  const what = (done.generator || '').startsWith('llm:')
+    ? 'the answer ends at its last finished sentence.'
+    : 'it had finished no sentence, so the answer was written from the documents without it.';
   return el('div', {class: 'callout warn', role: 'note', 'data-testid': 'cut-short'},
-    el('p', {}, el('strong', {}, 'Cut short. '), `The model stopped writing at the server's limit (${limit}): the answer ends at its last finished sentence.`));
+    el('p', {}, el('strong', {}, 'Cut short. '), `The model was stopped at the server's limit (${done.cut_by}): ${what}`));
 }
 
 function verification(manifest, done) {

@@ -98,6 +98,7 @@ class ActiveRetrieval:
             best.draft.text,
             asdict(best.verification),
         )
+        trace.draft_cut_by = best.draft.cut_by or None  # the answer that stands: a redraft's own
         best.record = record
         yield best
 

@@ -81,7 +81,7 @@ class Drafter:
                             parts.append(piece)
                             yield d.DeltaEvent(piece)
                     except GenerationCut as cut:  # what was finished stays; the rest goes
-                        cut_by = trace.draft_cut_by = cut.limit
+                        cut_by = cut.limit
                     written = finished_part("".join(parts)) if cut_by else "".join(parts).strip()
                     generator = self._llm.name
                     # Every sentence cites or says it is not from the documents; the rest goes (or,
@@ -114,7 +114,7 @@ class Drafter:
                 text, generator = offline
                 async for piece in generate.stream_text(text):
                     yield d.DeltaEvent(piece)
-        trace.generator, trace.draft = generator, text
+        trace.generator, trace.draft, trace.draft_cut_by = generator, text, cut_by or None
         yield Draft(text, generator, numbered, cut_by)
 
     async def _offline(

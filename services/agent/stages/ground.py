@@ -15,7 +15,16 @@ from collections.abc import Sequence
 
 from ragstack.answer_units import Unit, answer_units, is_name, says_not_stated, table_cells
 from ragstack.query_trace import QueryTrace
-from ragstack.text import LEADING_MARKERS, citation_refs, declares_ungrounded, split_sentences
+from ragstack.text import (
+    CLOSERS,
+    LEADING_MARKERS,
+    OPENERS,
+    STOPS,
+    WIDE_STOPS,
+    citation_refs,
+    declares_ungrounded,
+    split_sentences,
+)
 from services.agent.generate import NumberedEvidence
 
 
@@ -73,13 +82,13 @@ def _cites(text: str, refs: set[str]) -> bool:
 
 # Where a sentence may start (a line's start, after a sentence's end or a tag) and end: a line's
 # end or a tag, and, after its full stop, the next sentence (text.split_sentences, any_start).
-_STOPS = "[.!?\u3002\uff01\uff1f]"
-_CLOSES = "[\"'\u201d\u2019)\\]*_]"
-_AFTER = rf"(?<=[.!?\u3002\uff01\uff1f\])>])|(?<={_STOPS}{_CLOSES})|(?<={_STOPS}{_CLOSES}{{2}})"
+_STOP = f"[{re.escape(STOPS + WIDE_STOPS)}]"
+_CLOSE = f"[{re.escape(CLOSERS)}]"
+_AFTER = rf"(?<=[{re.escape(STOPS + WIDE_STOPS)}\])>])|(?<={_STOP}{_CLOSE})|(?<={_STOP}{_CLOSE}{{2}})"
 _STARTS = rf"(?:^|(?:{_AFTER})[ \t]*)"
 _ENDS = r"(?=[ \t]*(?:$|<))"
-_ENDS_AFTER_STOP = r"(?=[ \t]*(?:$|<|[\"'(\[\u201c\u2018*_`]*[^\W_]))"
-_STOPPED = re.compile(r"[.!?\u3002\uff01\uff1f][\"')\]\u201d\u2019\u300d\u300f*_]*(?:\s*\[[^\]]*\])*$")
+_ENDS_AFTER_STOP = rf"(?=[ \t]*(?:$|<|[{re.escape(OPENERS)}]*[^\W_]))"
+_STOPPED = re.compile(rf"{_STOP}{_CLOSE}*(?:\s*\[[^\]]*\])*$")
 _LINE_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
 _UNSEEN = re.compile(r"<!--.*?-->|`[^`\n]*`", re.DOTALL)
 

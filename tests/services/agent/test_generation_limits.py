@@ -112,7 +112,7 @@ class Grade(BaseModel):
 async def test_a_cut_structured_answer_fails_at_once_and_a_caller_can_lower_the_limit() -> None:
     def reply(request: dict[str, Any]) -> Iterator[str]:
         yield '{"grade": "'
-        yield from ["very "] * 40
+        yield from ["very "] * 40  # past 32
 
     with OllamaServer("test", reply).serve() as server:
         llm = llm_at(server, max_output_tokens=16)
@@ -121,4 +121,71 @@ async def test_a_cut_structured_answer_fails_at_once_and_a_caller_can_lower_the_
         for lower in (0, 10, 500):  # a caller's own limit only ever lowers the configured one
             with pytest.raises(GenerationCut):
                 await asyncio.to_thread(llm.chat, [{"role": "user", "content": "go"}], lower)
-    assert [r["options"]["num_predict"] for r in server.requests] == [16, 16, 10, 16]
+    # a structured answer may write twice the limit (the verifier's claims restate a draft)
+    assert [r["options"]["num_predict"] for r in server.requests] == [32, 16, 10, 16]
+
+
+async def test_the_timeout_counts_the_models_time_not_a_slow_readers() -> None:
+    with OllamaServer("test", lambda request: iter(RUNS_ON[:20])).serve() as server:
+        got: list[str] = []
+        async for piece in llm_at(server, timeout_s=1.0).stream_chat([{"role": "user", "content": "go"}]):
+            got.append(piece)
+            await asyncio.sleep(0.1)  # 2 s of reading, the reply written at once: not cut
+    assert got == RUNS_ON[:20]
+
+
+async def test_a_cancel_that_arrives_with_a_piece_is_not_lost() -> None:
+    """A client that goes away cancels the reader: it must stop, not read on (3.11's `wait_for`
+    around each piece lost about one cancel in five here)."""
+
+    def fast(request: dict[str, Any]) -> Iterator[str]:
+        for n in range(100_000):
+            time.sleep(0.005)
+            yield f" w{n}"
+
+    read_on = 0
+    with OllamaServer("test", fast).serve() as server:
+        llm = llm_at(server, max_output_tokens=131072)
+        for attempt in range(30):
+            reading = asyncio.Event()
+
+            async def read(reading: asyncio.Event = reading) -> None:
+                count = 0
+                async for _ in llm.stream_chat([{"role": "user", "content": "go"}]):
+                    count += 1
+                    if count == 10:
+                        reading.set()
+                    if count >= 200:
+                        return
+
+            task = asyncio.create_task(read())
+            await reading.wait()
+            await asyncio.sleep(attempt % 7 * 0.003)  # land the cancel at different moments
+            task.cancel()
+            try:
+                await task
+                read_on += 1
+            except asyncio.CancelledError:
+                pass
+    assert read_on == 0, f"{read_on} of 30 readers read on after their cancel"
+
+
+@pytest.mark.parametrize(
+    ("written", "mode"),
+    [
+        ("## Tomas Brek, cinematographer\n", d.QueryMode.GENERAL),  # a heading with nothing under it
+        ("| Person | Known for |\n|---|---|\n", d.QueryMode.COMPARE),  # a table header without rows
+    ],
+)
+async def test_a_cut_draft_with_only_labels_finished_is_written_without_the_llm(
+    tmp_path: Path, embedder, written: str, mode: d.QueryMode
+) -> None:  # type: ignore[no-untyped-def]
+    pieces = list(written) + list("| Tomas Brek | night scenes [1] |\n") * 3
+    retriever = ScriptedRetriever(embedder, lambda q, m: [PAGES["brek"], PAGES["quellen"]])
+    with OllamaServer("test", lambda request: iter(pieces)).serve() as server:
+        llm = llm_at(server, max_output_tokens=len(written) + 3)
+        a = agent(tmp_path, embedder, retriever, llm, llm_router=False)
+        asked = a.ask("Compare Tomas Brek and Mara Quellen", "default", d.SearchMode.AUTO, 0, query_mode=mode)
+        done = [e async for e in asked][-1]
+    assert isinstance(done, d.DoneEvent) and done.cut_by == "llm.max_output_tokens"
+    assert done.generator == "extractive" and not done.abstained and "night scenes" in done.answer
