@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ragstack.answer_units import answer_units, says_not_stated
+from ragstack.answer_units import answer_units, is_name, says_not_stated
 from ragstack.text import (
     CITATION_MARKER,
     LEADING_MARKERS,
@@ -35,12 +35,13 @@ def without_markers(text: str) -> str:
 def split_claims(answer: str) -> list[DraftClaim]:
     """One claim per sentence of prose, per table cell and per list item (ragstack/answer_units.py:
     a line is its own unless it continues the one before), with the refs of the markers inside it.
-    Headings, a table's header and its first column (the rows' names) are not claims, nor are cells
-    or items that say the documents do not state something. Markers written after the full stop
+    Headings, a table's header and its first column (the rows' names) are not claims while they
+    are names (`answer_units.is_name`: a longer one states something, and is judged whole); nor
+    are cells or items that say the documents do not state something. Markers written after the full stop
     (`Text. [1] Next...`) open the next sentence; they belong to the one before."""
     claims: list[DraftClaim] = []
     for unit in answer_units(answer):
-        if unit.kind == "label":
+        if unit.kind == "label" and is_name(unit.text):  # names a row, a column or a section
             continue
         if unit.kind != "prose":
             _add(claims, unit.text)

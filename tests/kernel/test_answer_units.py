@@ -153,6 +153,13 @@ def test_the_verifier_judges_each_line_on_its_own_and_no_label() -> None:
         ("Tantivy stores positions for phrase queries.", ("1",)),
         ("x", ("1",)),
     ]
+    # a label too long to be a name is judged like a sentence (the shaped modes run no policy)
+    table = f"| Engine | Feature |\n|---|---|\n| {STATEMENT} | x [1] |\n\n### {STATEMENT} [1]"
+    assert [(c.text, c.refs) for c in split_claims(table)] == [
+        (STATEMENT, ()),
+        ("x", ("1",)),
+        (STATEMENT, ("1",)),
+    ]
     lower = split_claims(f"{CITED} {STATEMENT.lower()}. **{STATEMENT}** too.")
     assert [(c.text, c.refs) for c in lower] == [
         ("Tantivy stores positions for phrase queries.", ("1",)),

@@ -207,3 +207,27 @@ async def test_an_llm_compare_answer_follows_the_shape_and_each_cell_is_a_claim(
     assert "Markdown table" in prompts[0]["messages"][0]["content"]
     assert done.answer.count("\n") == 3 and not done.abstained  # the table as written
     assert len(done.manifest.claims) == 1 and done.manifest.claims[0].verdict == d.Verdict.SUPPORTED
+
+
+async def test_a_row_name_too_long_to_be_a_name_is_judged_in_a_shaped_answer(
+    tmp_path: Path, resources: Any
+) -> None:
+    """The shaped modes run no citation policy and the verifier judges no name; a row name longer
+    than a name (policy.LABEL_WORDS) states something, so the verifier judges it."""
+    statement = "Dense retrieval was invented by a famous search company in 1994"
+
+    def reply(request: dict[str, Any]) -> str:
+        if not _is_answer_call(request):
+            return "{}"
+        (ref, quote), *_ = _first_sentences(request)
+        rows = [f"| BM25 | {quote} [{ref}] |", f"| {statement} | not stated |"]
+        return "\n".join(["| Compared | ranking |", "| --- | --- |", *rows])
+
+    with OllamaServer("scripted", reply).serve() as server:
+        runs, _ = await _run(
+            tmp_path, resources, server, ["How do BM25 and dense retrieval differ in ranking?"]
+        )
+    done = runs[0][-1]
+    assert isinstance(done, d.DoneEvent)
+    verdicts = {c.claim: c.verdict for c in done.manifest.claims}
+    assert verdicts[statement] == d.Verdict.UNSUPPORTED and len(verdicts) == 2
