@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ragstack import policy
-from ragstack.text import CITATION_MARKER, CLOSERS, STOPS, WIDE_STOPS, ends_with_abbreviation
+from ragstack.text import CITATION_MARKER, CLOSERS, STOPS, WIDE_STOPS, ends_with_abbreviation, split_sentences
 
 _CELL_SPLIT = re.compile(r"(?<!\\)\|")
 _TABLE_RULE = re.compile(r"^\s*:?-{1,}:?\s*$")
@@ -25,8 +25,7 @@ _HEADING = re.compile(r"^\s{0,3}#{1,6}(?:\s+|$)")
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 _SETEXT = re.compile(r"^\s*(?:=+|-+)\s*$")
 _SEPARATOR = re.compile(r"[-=*_~#>|:.`\s]*")  # a line of only these states nothing (a rule, an underline)
-_BOLD_LINE = re.compile(r"^\s*(\*\*|__)(?P<text>[^*_\n]+)\1\s*:?\s*$")
-_CONTINUES = re.compile(r"^\s*[a-z]")  # a wrapped sentence's next line
+_BOLD_LINE = re.compile(r"^\s*(\*\*|__)(?P<text>[^*_\n]+)\1\s*(?::\s*)?$")
 # "not stated", alone, after a short label ("Hardware: not stated") or with a few words or a
 # parenthesis after it ("not stated in the documents", "not stated (missing)"): nothing more.
 _NOT_STATED = re.compile(
@@ -36,13 +35,13 @@ _NOT_STATED = re.compile(
 _WORD = re.compile(r"[^\W\d_]+|\d+")
 _WIDE = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff]")  # scripts written without spaces
 # Where a draft cut mid-way is finished (finished_part): a sentence's end (any script's stop, the
-# quotes, brackets, emphasis and citation markers that close it) before a space or the cut (but no
-# abbreviation's stop, nor a number's at the cut: "3." may have been "3.5"); a line's end when the
-# next line does not continue it (a blank line, or one that does not start in lower case).
+# quotes, brackets, emphasis and citation markers that close it) before a space or the cut, but no
+# abbreviation's stop, no list item's number, no number's at the cut ("3." may have been "3.5"),
+# and no quotation's followed by a lower-case word; a line's end when the next line does not go on
+# with it (a blank line, or one that does not start in lower case).
 _CLOSED = rf"[{re.escape(CLOSERS)}]*(?:{CITATION_MARKER.pattern})*"
-_SENTENCE_END = re.compile(rf"[{re.escape(STOPS)}]{_CLOSED}(?=\s|$)|[{WIDE_STOPS}]{_CLOSED}")
-_LINE_END = re.compile(r"\n(?=[ \t]*\n|(?![ \t]*[a-z])[ \t]*\S)")
-_FENCE_LINE = re.compile(r"^[ \t]*(?:`{3,}|~{3,})", re.MULTILINE)
+_SENTENCE_END = re.compile(rf"[{re.escape(STOPS)}](?P<closed>{_CLOSED})(?=\s|$)|[{WIDE_STOPS}]{_CLOSED}")
+_QUOTES = "\"'\u201d\u2019\u00bb\u203a"
 
 Kind = Literal["prose", "item", "cell", "label", "code"]
 
@@ -91,7 +90,7 @@ def answer_units(answer: str) -> list[Unit]:
             end_run(i)
             i += 1
             continue
-        label = _label(line)
+        label = _label(_QUOTE.sub("", line))  # a quote's heading or bold title is one too
         if label is not None:
             end_run(i)
             units.append(Unit("label", label, i, i))
@@ -100,7 +99,7 @@ def answer_units(answer: str) -> list[Unit]:
             run, run_kind, start = [_BULLET.sub("", line).strip()], "item", i
         else:
             text = _QUOTE.sub("", line).strip()
-            if not run or not _CONTINUES.match(text):
+            if not run or not _continues(text):
                 end_run(i)
                 run_kind, start = "prose", i
             run.append(text)
@@ -116,6 +115,12 @@ def _label(line: str) -> str | None:
     if bold := _BOLD_LINE.match(line):
         return bold.group("text").strip()
     return None
+
+
+def _continues(line: str) -> bool:
+    """Whether a line goes on with the sentence of the line before: it starts in lower case."""
+    text = line.lstrip()
+    return bool(text) and text[0].islower()
 
 
 def _code(lines: list[str], at: int, fence: str, units: list[Unit]) -> int:
@@ -169,24 +174,85 @@ def is_name(label: str) -> bool:
     return words <= policy.LABEL_WORDS
 
 
+_UNSEEN = re.compile(r"<!--.*?-->|`[^`\n]*`", re.DOTALL)
+_LINE_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
+
+
+def sentences_of(unit: Unit) -> list[str]:
+    """A prose run's, list item's or cell's sentences (an answer's: `split_sentences(any_start)`);
+    `<br>` ends one."""
+    return split_sentences(_LINE_BREAK.sub("\n\n", unit.text), any_start=True)
+
+
+def visible(text: str) -> str:
+    """The text as its reader sees it said: without HTML comments and code spans, where neither a
+    citation marker nor a declaration counts."""
+    return _UNSEEN.sub(" ", text)
+
+
 def finished_part(answer: str) -> str:
     """What stays of a draft the LLM stopped writing mid-way: the answer up to its last finished
     sentence or line, without a code block it had not closed and without the headings or table
     header that had nothing after them yet; "" when nothing with content was finished."""
-    ends = [
-        m.end()
-        for m in _SENTENCE_END.finditer(answer)
-        if not ends_with_abbreviation(answer[: m.start() + 1])
-        and not (m.end() == len(answer) and answer[m.start() - 1 : m.start()].isdigit())
-    ]
-    ends += [m.start() for m in _LINE_END.finditer(answer)]
+    ends = [m.end() for m in _SENTENCE_END.finditer(answer) if _ends_sentence(answer, m)]
+    ends += [at for at in _line_ends(answer)]
     if not ends:
         return ""
     kept = answer[: max(ends)]
-    fences = [m.start() for m in _FENCE_LINE.finditer(kept)]
-    if len(fences) % 2:  # cut inside a code block: the block goes
-        kept = kept[: fences[-1]]
-    content = [u for u in answer_units(kept) if u.kind != "label"]
+    lines = kept.split("\n")
+    opened = _unclosed_fence(lines)
+    if opened is not None:  # cut inside a code block: the block goes
+        lines = lines[:opened]
+    content = [u for u in answer_units("\n".join(lines)) if u.kind != "label"]
     if not content:
         return ""
-    return "\n".join(kept.split("\n")[: content[-1].last + 1]).rstrip()
+    return "\n".join(lines[: content[-1].last + 1]).rstrip()
+
+
+def _ends_sentence(answer: str, m: re.Match[str]) -> bool:
+    before = answer[max(0, m.start() - 24) : m.start() + 1]
+    if ends_with_abbreviation(before, answer=True) or _is_item_number(answer, m.start()):
+        return False
+    if m.end() == len(answer):
+        return not before[-2:-1].isdigit()
+    closed = m.group("closed") or ""
+    after = answer[m.end() : m.end() + 16].lstrip()
+    return not (any(q in closed for q in _QUOTES) and after[:1].islower())
+
+
+def _is_item_number(answer: str, stop: int) -> bool:
+    """Whether the stop at `stop` ends a numbered list item's number ("1." at a line's start)."""
+    start = answer.rfind("\n", max(0, stop - 16), stop) + 1
+    if start == 0 and stop > 16:
+        return False
+    return answer[start:stop].strip(" \t>").isdigit()
+
+
+def _line_ends(answer: str) -> list[int]:
+    """Where a line ends that the next line does not go on with."""
+    out = []
+    at = answer.find("\n")
+    while at >= 0:
+        after = answer[at + 1 : at + 64]
+        line = after.split("\n", 1)[0]
+        if (not line.strip() and "\n" in after) or (line.strip() and not _continues(line)):
+            out.append(at)
+        at = answer.find("\n", at + 1)
+    return out
+
+
+def _unclosed_fence(lines: list[str]) -> int | None:
+    """The line of a code fence that no later fence closes (the same character, at least as long)."""
+    opened: tuple[int, str] | None = None
+    for at, line in enumerate(lines):
+        fence = _FENCE.match(line)
+        if fence is None:
+            continue
+        mark = fence.group(1)
+        if opened is None:
+            opened = (at, mark)
+        elif (
+            mark[0] == opened[1][0] and len(mark) >= len(opened[1]) and not line.strip()[len(mark) :].strip()
+        ):
+            opened = None
+    return None if opened is None else opened[0]

@@ -12,22 +12,31 @@ _BOUNDARY = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
 # Ethiopic), those of scripts written without spaces (Chinese, Japanese), and what closes a sentence
 # after its stop (quotes, brackets, emphasis).
 STOPS = ".!?\u0964\u0965\u061f\u06d4\u0589\u1362"
-WIDE_STOPS = "\u3002\uff01\uff1f"
+WIDE_STOPS = "\u3002\uff01\uff1f\uff0e\uff61"
 CLOSERS = "\"')]*_\u201d\u2019\u300d\u300f\u00bb\u203a"  # what may come after its stop
 _CLOSE = f"[{re.escape(CLOSERS)}]"
-# An answer's sentences (`any_start`) may also start in lower case, in any script, or after
-# emphasis or code, and end at any script's stop: the citation policy and the verifier judge an
-# answer sentence by sentence, and a statement must not hide in the sentence before it for want of
-# a capital.
-OPENERS = "\"'([\u201c\u2018\u00ab\u2039*_`"  # what may come before a sentence's first letter
-_OPENS = f"[{re.escape(OPENERS)}]*"
+# An answer's sentences (`any_start`) may also start in lower case, in any script, after emphasis,
+# code, a symbol or a Spanish opening mark, and end at any script's stop: the citation policy and
+# the verifier judge an answer sentence by sentence, and a statement must not hide in the sentence
+# before it for want of a capital. After a quotation's own stop, or an ellipsis, a lower-case word
+# goes on with the same sentence (`_split_block` looks at the `soft` group's next letter).
+OPENERS = "\"'([\u201c\u2018\u201e\u201a\u00ab\u2039\u00a1\u00bf*_`"  # what may come before its first letter
+_OPENS = rf"(?:[{re.escape(OPENERS)}][ \u00a0\u202f]?)*"
+_HARD = rf"(?<=[{STOPS}])(?<!\.\.\.)"
 _ANY_BOUNDARY = re.compile(
-    rf"(?<=[{STOPS}])[)\]*_]*\s+(?={_OPENS}[^\W_])"
-    # after a quotation's own full stop, a lower-case word goes on the sentence that quoted it
-    rf"|(?<=[{STOPS}])[)\]*_]*[\"'\u201d\u2019\u00bb\u203a]{_CLOSE}*\s+(?={_OPENS}(?![a-z])[^\W_])"
+    rf"{_HARD}[)\]*_]*\s+(?={_OPENS}\S)"
+    rf"|(?P<soft>(?:{_HARD}[)\]*_]*[\"'\u201d\u2019\u00bb\u203a]{_CLOSE}*|(?:(?<=\.\.\.)|(?<=\u2026)){_CLOSE}*)\s+)"
+    rf"(?={_OPENS}\S)"
     rf"|(?<=[{WIDE_STOPS}]){_CLOSE}*\s*(?=\S)"
 )
 _ABBREV = re.compile(r"(?:\b(?:e\.g|i\.e|etc|vs|cf|al|Dr|Mr|Mrs|Ms|Prof|Fig|No|approx)\.|\b[A-Z]\.)$")
+# An answer's sentence ends at none of these either: a single letter in any script (initials,
+# "z. B.", "т. е."), letters with dots inside ("a.m.", "z.B."), and more short forms. A sentence
+# that really ends in one runs on into the next, which the policy then judges with it.
+_ANSWER_ABBREV = re.compile(
+    r"(?:\b[^\W\d_]\.|\b(?:[^\W\d_]+\.){2,}|\b(?:Inc|Ltd|Co|Corp|Jr|Sr|St|Eq|Eqs|Sec|Ch|Vol|pp|p|ca|ed|eds"
+    r"|ref|refs|resp|incl|viz|ibid|seq|Nr|bzw|usw|ej|Art|Abs|vgl|ggf|gr|op|cit)\.)$"
+)
 _WORD = re.compile(r"[A-Za-z0-9]+(?:[.'-][A-Za-z0-9]+)*")
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:[.,]\d+)*(?:%|\b)")
 
@@ -48,26 +57,29 @@ def split_sentences(text: str, keep_lines: bool = False, any_start: bool = False
     can still be told apart (the chunker keeps them; see services/agent/generate.strips).
     `any_start`: an answer's sentences, which may start with any letter (see _ANY_BOUNDARY); a
     document's start with a capital or digit, which keeps its abbreviations and lists whole."""
-    boundary = _ANY_BOUNDARY if any_start else _BOUNDARY
-    return [s for block in _BLOCK_BREAK.split(text) for s in _split_block(block, keep_lines, boundary)]
+    return [s for block in _BLOCK_BREAK.split(text) for s in _split_block(block, keep_lines, any_start)]
 
 
 _SPACES = re.compile(r"[^\S\n]+")
 _AROUND_BREAK = re.compile(r" ?\n[\s]*")
 
 
-def _split_block(text: str, keep_lines: bool, boundary: re.Pattern[str]) -> list[str]:
+def _split_block(text: str, keep_lines: bool, any_start: bool) -> list[str]:
     flat = _AROUND_BREAK.sub("\n", _SPACES.sub(" ", text)).strip() if keep_lines else " ".join(text.split())
     if not flat:
         return []
     parts: list[str] = []
     start = 0
-    for m in boundary.finditer(flat):
+    for m in (_ANY_BOUNDARY if any_start else _BOUNDARY).finditer(flat):
         # The sentence keeps the quotes and brackets that close it (the boundary matched them):
         # the chunker builds chunks from these sentences, and `"Stop." He left` must stay so.
-        candidate = flat[start : m.end()].strip()
-        if ends_with_abbreviation(candidate.rstrip(CLOSERS)):
+        tail = flat[max(start, m.end() - 40) : m.end()].rstrip().rstrip(CLOSERS)  # not the whole
+        # sentence so far: a run of abbreviations would copy it once for each
+        if ends_with_abbreviation(tail, answer=any_start):
             continue
+        if any_start and m.group("soft") is not None and _first_letter(flat, m.end()).islower():
+            continue
+        candidate = flat[start : m.end()].strip()
         if candidate:
             parts.append(candidate)
         start = m.end()
@@ -77,10 +89,19 @@ def _split_block(text: str, keep_lines: bool, boundary: re.Pattern[str]) -> list
     return parts
 
 
-def ends_with_abbreviation(text: str) -> bool:
+def _first_letter(text: str, at: int) -> str:
+    """The first letter or digit from `at` on (past openers and spaces), or ""."""
+    for char in text[at : at + 16]:
+        if char.isalnum():
+            return char
+    return ""
+
+
+def ends_with_abbreviation(text: str, answer: bool = False) -> bool:
     """Whether `text` ends with an abbreviation or an initial (`e.g.`, `Dr.`, `J.`): its full stop
-    ends no sentence."""
-    return bool(_ABBREV.search(text[-12:]))
+    ends no sentence. `answer`: an answer's sentence, with more of them (_ANSWER_ABBREV)."""
+    tail = text[-24:]
+    return bool(_ABBREV.search(tail) or (answer and _ANSWER_ABBREV.search(tail)))
 
 
 def words(text: str) -> list[str]:
@@ -126,7 +147,9 @@ def declares_ungrounded(sentence: str) -> bool:
 # A citation marker in an answer: `[1]`, `[1, 3]`, `[doc-2]` (with the space before it); never the
 # text of a Markdown link or image (`[here](url)`, `![x](url)`), which a quoted document may hold.
 # One grammar for the agent's citation policy and the verifier's claims.
-CITATION_MARKER = re.compile(r"\s*(?<!!)\[(\s*[\w.-]+(?:\s*,\s*[\w.-]+)*\s*)\](?!\()")
+# (?<!\s): a match never starts inside a run of spaces (the one starting before them is the same
+# match), so a long run is not scanned again from each of its positions.
+CITATION_MARKER = re.compile(r"(?<!\s)\s*(?<!!)\[(\s*[\w.-]+(?:\s*,\s*[\w.-]+)*\s*)\](?!\()")
 
 
 # Markers that open a sentence (`Text. [1] Next`) belong to the sentence before them.

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ragstack.answer_units import answer_units, is_name, says_not_stated
+from ragstack.answer_units import answer_units, is_name, says_not_stated, sentences_of, visible
 from ragstack.text import (
     CITATION_MARKER,
     LEADING_MARKERS,
     citation_refs,
     declares_ungrounded,
-    split_sentences,
 )
 
 _MARKER = CITATION_MARKER
@@ -33,7 +32,7 @@ def without_markers(text: str) -> str:
 
 
 def split_claims(answer: str) -> list[DraftClaim]:
-    """One claim per sentence of prose, per table cell and per list item (ragstack/answer_units.py:
+    """One claim per sentence of prose, of a table cell and of a list item (ragstack/answer_units.py:
     a line is its own unless it continues the one before), with the refs of the markers inside it.
     Headings, a table's header and its first column (the rows' names) are not claims while they
     are names (`answer_units.is_name`: a longer one states something, and is judged whole); nor
@@ -43,10 +42,10 @@ def split_claims(answer: str) -> list[DraftClaim]:
     for unit in answer_units(answer):
         if unit.kind == "label" and is_name(unit.text):  # names a row, a column or a section
             continue
-        if unit.kind != "prose":
+        if unit.kind in ("code", "label"):
             _add(claims, unit.text)
             continue
-        for sentence in split_sentences(unit.text, any_start=True):
+        for sentence in sentences_of(unit):
             lead = LEADING_MARKERS.match(sentence)
             if lead and claims:
                 prev = claims[-1]
@@ -60,5 +59,5 @@ def split_claims(answer: str) -> list[DraftClaim]:
 def _add(claims: list[DraftClaim], unit: str) -> None:
     text = _MARKER.sub("", unit).replace("**", "").strip()
     # One that says it is not from the documents, or that they do not state it, is no claim on them.
-    if text and not declares_ungrounded(text) and not says_not_stated(text):
+    if text and not declares_ungrounded(visible(text)) and not says_not_stated(text):
         claims.append(DraftClaim(f"c{len(claims) + 1}", text, tuple(dict.fromkeys(citation_refs(unit)))))

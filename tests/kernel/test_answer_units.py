@@ -89,6 +89,9 @@ def test_a_line_is_its_own_unless_it_continues_the_one_before() -> None:
         f"{CITED} ({STATEMENT.lower()}.)",
         "Tantivy stores positions for phrase queries [1]。灯塔曾经在大多数港口燃烧鲸油点亮灯光。",
         f"Tantivy stores positions for phrase queries [1]। {STATEMENT}।",  # Devanagari's danda
+        f"{CITED}\n{STATEMENT}. <!-- (not from the documents) -->",  # a declaration nobody sees
+        f"{CITED} $5 million of {STATEMENT.lower()}.",
+        f"{CITED} ¡{STATEMENT}!",
     ],
 )
 def test_the_citation_policy_removes_what_rides_on_another_line_or_in_a_structure(hidden: str) -> None:
@@ -97,6 +100,11 @@ def test_the_citation_policy_removes_what_rides_on_another_line_or_in_a_structur
     assert "Tantivy stores positions" in delivered
     assert not any(line.strip() in ("#", "###", ">", "****", "```") for line in delivered.splitlines())
     assert ground(hidden, "strict") == ""
+
+
+def test_a_quoted_note_title_is_a_label() -> None:
+    answer = "> **Note**\n> Tantivy stores positions for phrase queries [1]."
+    assert ground(answer) == answer and ground(answer, "strict") == answer
 
 
 def test_what_is_grounded_stays_as_written() -> None:
@@ -160,6 +168,9 @@ def test_the_verifier_judges_each_line_on_its_own_and_no_label() -> None:
         ("x", ("1",)),
         (STATEMENT, ("1",)),
     ]
+    # an item's or a line's sentences after a <br> are claims of their own too
+    for answer in (f"- {CITED} {STATEMENT}.", f"{CITED}<br>{STATEMENT}."):
+        assert [c.refs for c in split_claims(answer)] == [("1",), ()], answer
     lower = split_claims(f"{CITED} {STATEMENT.lower()}. **{STATEMENT}** too.")
     assert [(c.text, c.refs) for c in lower] == [
         ("Tantivy stores positions for phrase queries.", ("1",)),
@@ -193,6 +204,10 @@ def test_the_verifier_judges_each_line_on_its_own_and_no_label() -> None:
         ("Night scenes [1].\n\n## More\n\nHe", "Night scenes [1]."),
         ("## Tomas Brek, cinematographer\nHe", ""),
         ("| Person | Known for |\n|---|---|\n| Tomas", ""),
+        ("Steps:\n1. Light the", "Steps:"),  # a list item's number is no sentence's end
+        ('Night scenes [1]. He wrote "at night." and th', "Night scenes [1]."),
+        ("Night scenes [1].\nIl était connu pour les scènes\nécrites la nuit et", "Night scenes [1]."),
+        ("Night scenes [1].\n\n~~~\n```\n~~~\n\nAnd th", "Night scenes [1].\n\n~~~\n```\n~~~"),
     ],
 )
 def test_a_cut_draft_keeps_what_it_finished(written: str, kept: str) -> None:

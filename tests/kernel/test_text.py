@@ -1,3 +1,5 @@
+import pytest
+
 from ragstack.text import content_words, numbers, split_sentences
 
 
@@ -39,6 +41,37 @@ def test_an_answers_sentences_start_with_any_letter() -> None:
         "句一。",
         "句二！",
     ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Tantivy stores positions [1]. ¡Los faros quemaban aceite!",  # Spanish opening marks
+        "Tantivy stores positions [1]. „Leuchttürme brannten“, schreibt er.",
+        "Tantivy stores positions [1]. « Les phares brûlaient », dit-il.",  # French spacing
+        "Tantivy stores positions [1]. $5 million was spent.",  # a symbol starts one
+        "Tantivy stores positions [1]… Lighthouses burned oil.",  # an ellipsis, then a capital
+        "灯塔曾燃烧鲸油．Tantivy 存储位置[1]。",  # a full-width full stop
+    ],
+)
+def test_an_answers_sentence_may_start_with_a_mark_or_a_symbol(text: str) -> None:
+    assert len(split_sentences(text, any_start=True)) == 2
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The meeting starts at 9 a.m. and lasts an hour [1].",
+        "Acme Inc. reported a loss [1].",
+        "As shown in Eq. 3, the loss decreases [1].",
+        "Positionen werden z. B. gespeichert [1].",
+        "В 2020 г. компания выросла [1].",
+        'The docs say "stores positions ... for phrase queries" [1].',  # an ellipsis, then lower case
+        "It was late… but the scenes were shot [1].",
+    ],
+)
+def test_an_answers_sentence_goes_on_past_abbreviations_and_ellipses(text: str) -> None:
+    assert split_sentences(text, any_start=True) == [text]
 
 
 def test_list_items_and_blank_lines_end_sentences() -> None:

@@ -13,17 +13,23 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ragstack.answer_units import Unit, answer_units, is_name, says_not_stated, table_cells
+from ragstack.answer_units import (
+    Unit,
+    answer_units,
+    is_name,
+    says_not_stated,
+    sentences_of,
+    table_cells,
+    visible,
+)
 from ragstack.query_trace import QueryTrace
 from ragstack.text import (
     CLOSERS,
     LEADING_MARKERS,
-    OPENERS,
     STOPS,
     WIDE_STOPS,
     citation_refs,
     declares_ungrounded,
-    split_sentences,
 )
 from services.agent.generate import NumberedEvidence
 
@@ -46,9 +52,22 @@ def grounded_text(text: str, evidence: Sequence[NumberedEvidence], policy: str, 
         )
         return ""
     lines: list[str | None] = list(text.split("\n"))
+    rows: dict[int, list[str]] = {}  # a table row's cells, read once however many change
     for unit, found in judged:
-        if found:
+        if found and unit.cell >= 0:
+            if unit.first not in rows:
+                row = lines[unit.first]
+                assert row is not None
+                rows[unit.first] = table_cells(row)
+            cells = rows[unit.first]
+            cells[unit.cell] = _tidy(_without(cells[unit.cell], found))
+        elif found:
             _take_out(lines, unit, found)
+    for at, cells in rows.items():
+        row = lines[at]
+        assert row is not None
+        quote = re.match(r"\s*(?:>\s?)*", row)
+        lines[at] = (quote.group(0) if quote else "") + "| " + " | ".join(cells) + " |"
     return "\n".join(line for line in lines if line is not None).strip()
 
 
@@ -63,20 +82,20 @@ def _ungrounded(unit: Unit, refs: set[str], documents: list[str]) -> list[str]:
         return []
     sentences: list[str] = []
     grounded: list[bool] = []
-    for sentence in split_sentences(_LINE_BREAK.sub("\n\n", unit.text), any_start=True):
+    for sentence in sentences_of(unit):
         lead = LEADING_MARKERS.match(sentence)
         if lead and sentences and _cites(lead.group(0), refs):  # `Text. [1] Next`: the [1] is Text's
             grounded[-1] = True
             sentence = sentence[lead.end() :].strip()
         sentences.append(sentence)
-        grounded.append(not sentence or _cites(sentence, refs) or declares_ungrounded(sentence))
+        grounded.append(not sentence or _cites(sentence, refs) or declares_ungrounded(visible(sentence)))
     return [s for s, ok in zip(sentences, grounded, strict=True) if not ok]
 
 
 def _cites(text: str, refs: set[str]) -> bool:
     """Whether the text cites, and only refs the draft was given. Markers a reader does not see
     (in a comment, in code) do not count; nor do brackets that are no numbered ref (`[x]`, `[i]`)."""
-    cited = {r for r in citation_refs(_UNSEEN.sub(" ", text)) if r.isdigit()}
+    cited = {r for r in citation_refs(visible(text)) if r.isdigit()}
     return bool(cited) and cited <= refs  # no made-up source
 
 
@@ -84,26 +103,19 @@ def _cites(text: str, refs: set[str]) -> bool:
 # end or a tag, and, after its full stop, the next sentence (text.split_sentences, any_start).
 _STOP = f"[{re.escape(STOPS + WIDE_STOPS)}]"
 _CLOSE = f"[{re.escape(CLOSERS)}]"
-_AFTER = rf"(?<=[{re.escape(STOPS + WIDE_STOPS)}\])>])|(?<={_STOP}{_CLOSE})|(?<={_STOP}{_CLOSE}{{2}})"
+_AFTER = rf"(?<=[{re.escape(STOPS + WIDE_STOPS)}\u2026\])>])|(?<={_STOP}{_CLOSE})|(?<={_STOP}{_CLOSE}{{2}})"
 _STARTS = rf"(?:^|(?:{_AFTER})[ \t]*)"
 _ENDS = r"(?=[ \t]*(?:$|<))"
-_ENDS_AFTER_STOP = rf"(?=[ \t]*(?:$|<|[{re.escape(OPENERS)}]*[^\W_]))"
+_ENDS_AFTER_STOP = r"(?=[ \t]+\S|[ \t]*(?:$|<))"  # not "3." inside "3.5"
 _STOPPED = re.compile(rf"{_STOP}{_CLOSE}*(?:\s*\[[^\]]*\])*$")
-_LINE_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
-_UNSEEN = re.compile(r"<!--.*?-->|`[^`\n]*`", re.DOTALL)
+_LONGEST = 5_000  # characters of a sentence that is looked for where it stands
+_WIDE_STOPPED = re.compile(rf"[{WIDE_STOPS}]{_CLOSE}*(?:\s*\[[^\]]*\])*$")
 
 
 def _take_out(lines: list[str | None], unit: Unit, sentences: list[str]) -> None:
-    """Removes `sentences` from the unit's own lines; a unit whose text cannot be found there (or a
-    code block) goes whole, so nothing ungrounded stays for want of a match."""
-    if unit.cell >= 0:
-        row = lines[unit.first]
-        assert row is not None
-        cells = table_cells(row)
-        cells[unit.cell] = _tidy(_without(cells[unit.cell], sentences))
-        quote = re.match(r"\s*(?:>\s?)*", row)
-        lines[unit.first] = (quote.group(0) if quote else "") + "| " + " | ".join(cells) + " |"
-        return
+    """Removes `sentences` from the unit's own lines (a table cell's are taken out of its cell by
+    the caller); a unit whose text cannot be found there (or a code block) goes whole, so nothing
+    ungrounded stays for want of a match."""
     if unit.kind in ("code", "label"):  # a code block, heading, bold line or setext heading goes whole
         lines[unit.first : unit.last + 1] = [None] * (unit.last + 1 - unit.first)
         return
@@ -123,10 +135,14 @@ def _without(text: str, sentences: list[str]) -> str:
     another sentence that reads the same), after the one before it; "" when one is not found."""
     kept: list[str] = []
     at = 0
+    if any(len(sentence) > _LONGEST for sentence in sentences):
+        return ""  # its pattern would take long to build: the unit goes whole
     for sentence in sentences:
         # Word by word: line breaks, quote markers and indentation may lie between the words.
         pattern = r"(?:\s|>)*".join(re.escape(w) for w in sentence.split())
-        ends = _ENDS_AFTER_STOP if _STOPPED.search(sentence) else _ENDS
+        end = sentence[-64:]  # where a stop and its markers may be; searched from every stop, a
+        # whole sentence of stops would take quadratic time
+        ends = "" if _WIDE_STOPPED.search(end) else _ENDS_AFTER_STOP if _STOPPED.search(end) else _ENDS
         found = re.compile(_STARTS + pattern + ends, re.MULTILINE).search(text, at)
         if found is None:
             return ""
