@@ -29,7 +29,8 @@ _BOLD_LINE = re.compile(r"^\s*(\*\*|__)(?P<text>[^*_\n]+)\1\s*(?::\s*)?$")
 # "not stated", alone, after a short label ("Hardware: not stated") or with a few words or a
 # parenthesis after it ("not stated in the documents", "not stated (missing)"): nothing more.
 _NOT_STATED = re.compile(
-    r"^(?:(?P<label>[^:\n]{1,60}):\s*)?not stated(?: [\w'-]+){0,3}\s*(?:\((?:[\w'-]+ ?){1,3}\))?\s*[.!]?$",
+    r"^(?:(?P<label>[^:\n]{1,60}):\s*)?not stated(?: [\w'-]+){0,3}"
+    r"\s*(?:\([\w'-]+(?: [\w'-]+){0,2}\))?\s*[.!]?$",
     re.IGNORECASE,
 )
 _WORD = re.compile(r"[^\W\d_]+|\d+")

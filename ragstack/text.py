@@ -27,14 +27,15 @@ _ANY_BOUNDARY = re.compile(
     rf"{_HARD}[)\]*_]*\s+(?={_OPENS}\S)"
     rf"|(?P<soft>(?:{_HARD}[)\]*_]*[\"'\u201d\u2019\u00bb\u203a]{_CLOSE}*|(?:(?<=\.\.\.)|(?<=\u2026)){_CLOSE}*)\s+)"
     rf"(?={_OPENS}\S)"
-    rf"|(?<=[{WIDE_STOPS}]){_CLOSE}*\s*(?=\S)"
+    # a full-width full stop between digits is a decimal point ("３．５")
+    rf"|(?:(?<=[{WIDE_STOPS}])(?<![0-9\uff10-\uff19]\uff0e)){_CLOSE}*\s*(?=\S)"
 )
 _ABBREV = re.compile(r"(?:\b(?:e\.g|i\.e|etc|vs|cf|al|Dr|Mr|Mrs|Ms|Prof|Fig|No|approx)\.|\b[A-Z]\.)$")
 # An answer's sentence ends at none of these either: a single letter in any script (initials,
 # "z. B.", "т. е."), letters with dots inside ("a.m.", "z.B."), and more short forms. A sentence
 # that really ends in one runs on into the next, which the policy then judges with it.
 _ANSWER_ABBREV = re.compile(
-    r"(?:\b[^\W\d_]\.|\b(?:[^\W\d_]+\.){2,}|\b(?:Inc|Ltd|Co|Corp|Jr|Sr|St|Eq|Eqs|Sec|Ch|Vol|pp|p|ca|ed|eds"
+    r"(?:\b[^\W\d_]\.|\b(?:[^\W\d_]{1,2}\.){2,}|\b(?:Inc|Ltd|Co|Corp|Jr|Sr|St|Eq|Eqs|Sec|Ch|Vol|pp|p|ca|ed|eds"
     r"|ref|refs|resp|incl|viz|ibid|seq|Nr|bzw|usw|ej|Art|Abs|vgl|ggf|gr|op|cit)\.)$"
 )
 _WORD = re.compile(r"[A-Za-z0-9]+(?:[.'-][A-Za-z0-9]+)*")
@@ -77,7 +78,13 @@ def _split_block(text: str, keep_lines: bool, any_start: bool) -> list[str]:
         # sentence so far: a run of abbreviations would copy it once for each
         if ends_with_abbreviation(tail, answer=any_start):
             continue
-        if any_start and m.group("soft") is not None and _first_letter(flat, m.end()).islower():
+        if (
+            any_start
+            and _first_letter(flat, m.end()).islower()
+            and (
+                m.group("soft") is not None or _CODE_LIKE.search(flat[max(start, m.start() - 64) : m.start()])
+            )
+        ):
             continue
         candidate = flat[start : m.end()].strip()
         if candidate:
@@ -89,9 +96,17 @@ def _split_block(text: str, keep_lines: bool, any_start: bool) -> list[str]:
     return parts
 
 
+# A stop after a URL, a path, code or a dotted number, then a lower-case word: the sentence goes on
+# ("see https://example.com/docs. for details", "version 1.2. is").
+_CODE_LIKE = re.compile(r"(?:^|\s)[^\s\[\]]*(?:[/`]|\d\.\d)[^\s\[\]]*$")  # its last word; a marker is none
+
+
 def _first_letter(text: str, at: int) -> str:
-    """The first letter or digit from `at` on (past openers and spaces), or ""."""
+    """The first letter or digit from `at` on (past openers and spaces), or "" (also when a code
+    span comes first: code is no word in lower case)."""
     for char in text[at : at + 16]:
+        if char == "`":
+            return ""
         if char.isalnum():
             return char
     return ""

@@ -52,6 +52,9 @@ def test_an_answers_sentences_start_with_any_letter() -> None:
         "Tantivy stores positions [1]. $5 million was spent.",  # a symbol starts one
         "Tantivy stores positions [1]… Lighthouses burned oil.",  # an ellipsis, then a capital
         "灯塔曾燃烧鲸油．Tantivy 存储位置[1]。",  # a full-width full stop
+        "Lighthouses burned oil in Node.js. Tantivy stores positions [1].",  # a dotted word ends one
+        "Lighthouses burned oil... `tantivy` stores positions [1].",  # code is no lower-case word
+        "It rose in 2019. the moon is made of cheese.",
     ],
 )
 def test_an_answers_sentence_may_start_with_a_mark_or_a_symbol(text: str) -> None:
@@ -68,6 +71,10 @@ def test_an_answers_sentence_may_start_with_a_mark_or_a_symbol(text: str) -> Non
         "В 2020 г. компания выросла [1].",
         'The docs say "stores positions ... for phrase queries" [1].',  # an ellipsis, then lower case
         "It was late… but the scenes were shot [1].",
+        "See https://example.com/docs. for details [1].",  # after a URL, code or a version number
+        "Version 1.2. is the latest [1].",
+        "Call `index.search()`. then read the hits [1].",
+        "価格は３．５ドルです[1]。",  # a full-width decimal point
     ],
 )
 def test_an_answers_sentence_goes_on_past_abbreviations_and_ellipses(text: str) -> None:

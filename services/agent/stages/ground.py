@@ -108,6 +108,7 @@ _STARTS = rf"(?:^|(?:{_AFTER})[ \t]*)"
 _ENDS = r"(?=[ \t]*(?:$|<))"
 _ENDS_AFTER_STOP = r"(?=[ \t]+\S|[ \t]*(?:$|<))"  # not "3." inside "3.5"
 _STOPPED = re.compile(rf"{_STOP}{_CLOSE}*(?:\s*\[[^\]]*\])*$")
+_BR_AT_END = re.compile(r"<br\s*/?>\s*$", re.IGNORECASE)
 _LONGEST = 5_000  # characters of a sentence that is looked for where it stands
 _WIDE_STOPPED = re.compile(rf"[{WIDE_STOPS}]{_CLOSE}*(?:\s*\[[^\]]*\])*$")
 
@@ -155,5 +156,7 @@ def _tidy(line: str) -> str:
     """A line a removal changed: the spaces it left inside closed up, and nothing but a marker left
     means nothing left."""
     indent = line[: len(line) - len(line.lstrip())]
-    body = re.sub(r"(?:\s*<br\s*/?>)+$", "", re.sub(r"[ \t]{2,}", " ", line.strip()), flags=re.IGNORECASE)
+    body = re.sub(r"[ \t]{2,}", " ", line.strip())
+    while tail := _BR_AT_END.search(body[-64:]):  # one <br> at a time: a pattern for a run of
+        body = body[: len(body) - len(tail.group(0))].rstrip()  # them backtracks on a long one
     return "" if re.fullmatch(r"(?:#{1,6}|>|[-*+]|\d+[.)]|[*_]{2,4})?", body) else indent + body
