@@ -182,7 +182,7 @@ def extractive_answer(
         best.append((score, strip))
     best.sort(key=lambda x: (x[1].rank, x[1].position))
     seen: set[str] = set()
-    out = []
+    out: list[str] = []
     for _, strip in best:
         if strip.text not in seen:
             seen.add(strip.text)
