@@ -15,7 +15,15 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ragstack import policy
-from ragstack.text import CITATION_MARKER, CLOSERS, STOPS, WIDE_STOPS, ends_with_abbreviation, split_sentences
+from ragstack.text import (
+    CITATION_MARKER,
+    CLOSERS,
+    QUOTE_CLOSERS,
+    STOPS,
+    WIDE_STOPS,
+    ends_with_abbreviation,
+    split_sentences,
+)
 
 _CELL_SPLIT = re.compile(r"(?<!\\)\|")
 _TABLE_RULE = re.compile(r"^\s*:?-{1,}:?\s*$")
@@ -42,7 +50,6 @@ _WIDE = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff]")  # scripts writ
 # with it (a blank line, or one that does not start in lower case).
 _CLOSED = rf"[{re.escape(CLOSERS)}]*(?:{CITATION_MARKER.pattern})*"
 _SENTENCE_END = re.compile(rf"[{re.escape(STOPS)}](?P<closed>{_CLOSED})(?=\s|$)|[{WIDE_STOPS}]{_CLOSED}")
-_QUOTES = "\"'\u201d\u2019\u00bb\u203a"
 
 Kind = Literal["prose", "item", "cell", "label", "code"]
 
@@ -218,7 +225,7 @@ def _ends_sentence(answer: str, m: re.Match[str]) -> bool:
         return not before[-2:-1].isdigit()
     closed = m.group("closed") or ""
     after = answer[m.end() : m.end() + 16].lstrip()
-    return not (any(q in closed for q in _QUOTES) and after[:1].islower())
+    return not (any(q in closed for q in QUOTE_CLOSERS) and after[:1].islower())
 
 
 def _is_item_number(answer: str, stop: int) -> bool:

@@ -13,6 +13,7 @@ _BOUNDARY = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
 # after its stop (quotes, brackets, emphasis).
 STOPS = ".!?\u0964\u0965\u061f\u06d4\u0589\u1362"
 WIDE_STOPS = "\u3002\uff01\uff1f\uff0e\uff61"
+QUOTE_CLOSERS = "\"'\u201d\u2019\u00bb\u203a"  # a quotation's end (a lower-case word may go on after it)
 CLOSERS = "\"')]*_\u201d\u2019\u300d\u300f\u00bb\u203a"  # what may come after its stop
 _CLOSE = f"[{re.escape(CLOSERS)}]"
 # An answer's sentences (`any_start`) may also start in lower case, in any script, after emphasis,
@@ -25,7 +26,7 @@ _OPENS = rf"(?:[{re.escape(OPENERS)}][ \u00a0\u202f]?)*"
 _HARD = rf"(?<=[{STOPS}])(?<!\.\.\.)"
 _ANY_BOUNDARY = re.compile(
     rf"{_HARD}[)\]*_]*\s+(?={_OPENS}\S)"
-    rf"|(?P<soft>(?:{_HARD}[)\]*_]*[\"'\u201d\u2019\u00bb\u203a]{_CLOSE}*|(?:(?<=\.\.\.)|(?<=\u2026)){_CLOSE}*)\s+)"
+    rf"|(?P<soft>(?:{_HARD}[)\]*_]*[{QUOTE_CLOSERS}]{_CLOSE}*|(?:(?<=\.\.\.)|(?<=\u2026)){_CLOSE}*)\s+)"
     rf"(?={_OPENS}\S)"
     # a full-width full stop between digits is a decimal point ("３．５")
     rf"|(?:(?<=[{WIDE_STOPS}])(?<![0-9\uff10-\uff19]\uff0e)){_CLOSE}*\s*(?=\S)"

@@ -8,9 +8,9 @@ from services.agent.generate import cite, extractive_answer, number_evidence, st
 from services.verify.claims import split_claims
 from tests.services.agent.test_loop import hit
 
-EMAIL = (
-    "Your card ending 4605 was charged $500.00 by Google Pay on Monday. $45.00 paid to Webflow "
-    "on Tuesday. thanks for using our service today."
+EMAIL = (  # our own: a sentence that starts with an amount, then one in lower case
+    "The library fined the reader 3 euros for the atlas on Monday. €2 more was due for the maps "
+    "on Friday. please return both books soon."
 )
 
 
@@ -18,7 +18,7 @@ def test_every_sentence_of_a_quoted_passage_carries_its_marker() -> None:
     evidence = number_evidence([hit("mail", EMAIL)])
     candidates = strips(evidence)
     extract = extractive_answer(
-        "What was charged to the card?", candidates, [0.9] * len(candidates), 3, lambda s: False
+        "What was the reader fined for the atlas?", candidates, [0.9] * len(candidates), 3, lambda s: False
     )
     claims = split_claims(extract.answer)
     assert len(claims) >= 2 and all(c.refs == ("1",) for c in claims), extract.answer
