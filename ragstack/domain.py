@@ -64,6 +64,7 @@ class Document:
     chunk_count: int = 0
     indexed_at: str = ""
     groups: tuple[str, ...] = ()  # ACL groups that may see it; empty: public (see `acl_allows`)
+    build: str = ""  # the index build it was made with (services/ingest/build.py); "": before builds
 
 
 @dataclass(frozen=True)
@@ -436,6 +437,7 @@ class IngestSummary:
     communities: int = 0
     communities_summarized: int = 0  # summaries written by this run; the rest were kept
     notes: list[str] = field(default_factory=list)  # what the run did not do, and why
+    rebuilt: int = 0  # of `indexed`: unchanged bytes, indexed again for a new build
 
 
 @dataclass(frozen=True)

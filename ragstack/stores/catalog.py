@@ -15,14 +15,15 @@ from ragstack.state import Migration, StateDB
 from ragstack.state.migrations import ensure_column, prepare, split_statements
 
 _COLUMNS = (
-    "document_id, library, source, revision, fingerprint, title, media_type, chunk_count, indexed_at, groups"
+    "document_id, library, source, revision, fingerprint, title, media_type, chunk_count, indexed_at, groups,"
+    " build"
 )
 _INSERT = (
-    f"INSERT INTO documents ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    f"INSERT INTO documents ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     " ON CONFLICT (library, document_id) DO UPDATE SET source = excluded.source,"
     " revision = excluded.revision, fingerprint = excluded.fingerprint, title = excluded.title,"
     " media_type = excluded.media_type, chunk_count = excluded.chunk_count,"
-    " indexed_at = excluded.indexed_at, groups = excluded.groups"
+    " indexed_at = excluded.indexed_at, groups = excluded.groups, build = excluded.build"
 )
 
 STORE = "catalog"
@@ -57,8 +58,15 @@ MIGRATIONS = (
         "CREATE TABLE IF NOT EXISTS graph_touched (library TEXT NOT NULL, key TEXT NOT NULL,"
         " PRIMARY KEY (library, key))",
     ),
+    # Each document's index build (services/ingest/build.py); a catalog's older rows get the empty
+    # one, so their documents are indexed again by their next ingest.
+    Migration(
+        3, "documents' index builds", "ALTER TABLE documents ADD COLUMN build TEXT NOT NULL DEFAULT ''"
+    ),
 )
 EVERY_COMMUNITY = ""  # no entity has an empty key
+# What a backup from before a column was added holds in its place.
+_BEFORE = {"groups": "'[]'", "build": "''"}
 _TOUCH = "INSERT INTO graph_touched (library, key) VALUES (?, ?) ON CONFLICT (library, key) DO NOTHING"
 
 
@@ -117,13 +125,13 @@ class Catalog:
         )
         return _document(row) if row else None
 
-    def states(self, library: str) -> dict[str, tuple[str, tuple[str, ...]]]:
-        """document_id -> (fingerprint, ACL groups) for a whole library (one query for a big batch):
-        a document is unchanged only when both are (a new ACL must reach every store)."""
+    def states(self, library: str) -> dict[str, tuple[str, tuple[str, ...], str]]:
+        """document_id -> (fingerprint, ACL groups, build) for a whole library (one query for a big
+        batch): a document is unchanged only when all three are (a new ACL must reach every store)."""
         rows = self._db.all(
-            "SELECT document_id, fingerprint, groups FROM documents WHERE library = ?", (library,)
+            "SELECT document_id, fingerprint, groups, build FROM documents WHERE library = ?", (library,)
         )
-        return {r[0]: (r[1], _groups(r[2])) for r in rows}
+        return {r[0]: (r[1], _groups(r[2]), r[3]) for r in rows}
 
     def upsert(self, docs: Iterable[Document]) -> None:
         rows = [_row(d) for d in docs]
@@ -182,7 +190,7 @@ class Catalog:
         conn = sqlite3.connect(f"{source.resolve().as_uri()}?mode=ro", uri=True)
         try:
             have = {r[1] for r in conn.execute("PRAGMA table_info(documents)")}
-            columns = ", ".join(c if c in have else "'[]'" for c in _COLUMNS.split(", "))
+            columns = ", ".join(c if c in have else _BEFORE[c] for c in _COLUMNS.split(", "))
             rows = conn.execute(f"SELECT {columns} FROM documents").fetchall()
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             if "graph_touched" in tables:
@@ -219,13 +227,24 @@ def _row(d: Document) -> tuple[object, ...]:
         d.chunk_count,
         d.indexed_at,
         json.dumps(sorted(d.groups)),
+        d.build,
     )
 
 
 def _document(row: tuple[Any, ...]) -> Document:
-    doc_id, library, source, revision, fingerprint, title, media_type, chunks, indexed_at, groups = row
+    doc_id, library, source, revision, fingerprint, title, media_type, chunks, indexed_at, groups, build = row
     return Document(
-        doc_id, library, source, revision, fingerprint, title, media_type, chunks, indexed_at, _groups(groups)
+        doc_id,
+        library,
+        source,
+        revision,
+        fingerprint,
+        title,
+        media_type,
+        chunks,
+        indexed_at,
+        _groups(groups),
+        build,
     )
 
 

@@ -36,7 +36,7 @@ VERDICT_PARTIAL: Verdict
 VERDICT_UNSUPPORTED: Verdict
 
 class Document(_message.Message):
-    __slots__ = ("document_id", "library", "source", "revision", "fingerprint", "title", "media_type", "chunk_count", "indexed_at", "groups")
+    __slots__ = ("document_id", "library", "source", "revision", "fingerprint", "title", "media_type", "chunk_count", "indexed_at", "groups", "build")
     DOCUMENT_ID_FIELD_NUMBER: _ClassVar[int]
     LIBRARY_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
@@ -47,6 +47,7 @@ class Document(_message.Message):
     CHUNK_COUNT_FIELD_NUMBER: _ClassVar[int]
     INDEXED_AT_FIELD_NUMBER: _ClassVar[int]
     GROUPS_FIELD_NUMBER: _ClassVar[int]
+    BUILD_FIELD_NUMBER: _ClassVar[int]
     document_id: str
     library: str
     source: str
@@ -57,7 +58,8 @@ class Document(_message.Message):
     chunk_count: int
     indexed_at: str
     groups: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, document_id: _Optional[str] = ..., library: _Optional[str] = ..., source: _Optional[str] = ..., revision: _Optional[str] = ..., fingerprint: _Optional[str] = ..., title: _Optional[str] = ..., media_type: _Optional[str] = ..., chunk_count: _Optional[int] = ..., indexed_at: _Optional[str] = ..., groups: _Optional[_Iterable[str]] = ...) -> None: ...
+    build: str
+    def __init__(self, document_id: _Optional[str] = ..., library: _Optional[str] = ..., source: _Optional[str] = ..., revision: _Optional[str] = ..., fingerprint: _Optional[str] = ..., title: _Optional[str] = ..., media_type: _Optional[str] = ..., chunk_count: _Optional[int] = ..., indexed_at: _Optional[str] = ..., groups: _Optional[_Iterable[str]] = ..., build: _Optional[str] = ...) -> None: ...
 
 class Chunk(_message.Message):
     __slots__ = ("chunk_id", "document_id", "library", "text", "heading_path", "pages", "position", "title", "source", "media_type")

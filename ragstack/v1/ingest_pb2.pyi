@@ -352,7 +352,7 @@ class FileProgress(_message.Message):
     def __init__(self, source: _Optional[str] = ..., stage: _Optional[_Union[FileStage, str]] = ..., document_id: _Optional[str] = ..., reason: _Optional[str] = ..., chunk_count: _Optional[int] = ..., index: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
 
 class IngestSummary(_message.Message):
-    __slots__ = ("files", "indexed", "unchanged", "failed", "chunks", "seconds", "failures", "removed", "entities", "relations", "communities", "communities_summarized", "notes")
+    __slots__ = ("files", "indexed", "unchanged", "failed", "chunks", "seconds", "failures", "removed", "entities", "relations", "communities", "communities_summarized", "notes", "rebuilt")
     FILES_FIELD_NUMBER: _ClassVar[int]
     INDEXED_FIELD_NUMBER: _ClassVar[int]
     UNCHANGED_FIELD_NUMBER: _ClassVar[int]
@@ -366,6 +366,7 @@ class IngestSummary(_message.Message):
     COMMUNITIES_FIELD_NUMBER: _ClassVar[int]
     COMMUNITIES_SUMMARIZED_FIELD_NUMBER: _ClassVar[int]
     NOTES_FIELD_NUMBER: _ClassVar[int]
+    REBUILT_FIELD_NUMBER: _ClassVar[int]
     files: int
     indexed: int
     unchanged: int
@@ -379,7 +380,8 @@ class IngestSummary(_message.Message):
     communities: int
     communities_summarized: int
     notes: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, files: _Optional[int] = ..., indexed: _Optional[int] = ..., unchanged: _Optional[int] = ..., failed: _Optional[int] = ..., chunks: _Optional[int] = ..., seconds: _Optional[float] = ..., failures: _Optional[_Iterable[str]] = ..., removed: _Optional[int] = ..., entities: _Optional[int] = ..., relations: _Optional[int] = ..., communities: _Optional[int] = ..., communities_summarized: _Optional[int] = ..., notes: _Optional[_Iterable[str]] = ...) -> None: ...
+    rebuilt: int
+    def __init__(self, files: _Optional[int] = ..., indexed: _Optional[int] = ..., unchanged: _Optional[int] = ..., failed: _Optional[int] = ..., chunks: _Optional[int] = ..., seconds: _Optional[float] = ..., failures: _Optional[_Iterable[str]] = ..., removed: _Optional[int] = ..., entities: _Optional[int] = ..., relations: _Optional[int] = ..., communities: _Optional[int] = ..., communities_summarized: _Optional[int] = ..., notes: _Optional[_Iterable[str]] = ..., rebuilt: _Optional[int] = ...) -> None: ...
 
 class IngestResponse(_message.Message):
     __slots__ = ("file", "summary")

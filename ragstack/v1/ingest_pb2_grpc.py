@@ -170,7 +170,7 @@ class IngestServiceServicer:
         """Ingests files (paths readable by the service, or uploaded bytes) into a library and
         streams one event per file and stage, then a summary. A file that fails is reported
         in its event and the summary; the rest of the batch goes on. Unchanged files
-        (same fingerprint) are skipped.
+        (same fingerprint, groups and build: see Document.build) are skipped.
         Errors: INVALID_ARGUMENT when nothing is given or a path does not exist.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

@@ -13,7 +13,8 @@ by the next run.
 Document ACLs: the groups of an ingest go with every document it writes, onto each of its chunks
 and pages in every store and onto its graph rows. A document is unchanged only when its content and
 its groups are: one ingested again with other groups is indexed again, so the new ACL reaches every
-store in the same batch commit as any other change.
+store in the same batch commit as any other change. Nor is one whose build (services/ingest/build.py:
+the pipeline's version and chunk settings) is not this pipeline's: a fix or a new setting reaches it.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ from ragstack.telemetry import stoppable_span
 from services.ingest import readers
 from services.ingest.ahead import Ahead
 from services.ingest.budgets import Budgets
+from services.ingest.build import index_build, why_again
 from services.ingest.chunker import chunk_markdown, split_pages
 from services.ingest.dense_windows import embed_chunks
 from services.ingest.enrich import Enricher
@@ -87,6 +89,7 @@ class _Prepared:
     chunks: list[Chunk]
     pages: list[PageText]
     original: Original | None = None  # a PDF kept for its pictures
+    again: str = ""  # why a document with unchanged bytes is indexed again (its build changed)
 
 
 class IngestPipeline:
@@ -130,6 +133,7 @@ class IngestPipeline:
         self._window_tokens = window_tokens
         self._chunk_tokens = chunk_tokens
         self._overlap = overlap_sentences
+        self._build = index_build(chunk_tokens, overlap_sentences)
         self._max_bytes = max_file_bytes
         self._batch_chunks = batch_chunks
         self._ann_min_rows = ann_min_rows
@@ -240,6 +244,12 @@ class IngestPipeline:
                     self._vectors.build_ann_index(self._ann_min_rows)
             except Exception:  # exact search still works; the next run tries again
                 log.exception("building the ANN index failed")
+        if summary.rebuilt:
+            summary.notes.append(
+                f"{summary.rebuilt} documents with unchanged bytes were indexed again: they had been built"
+                f" other than {self._build} (by an older pipeline, or with other ingest.chunk_tokens or"
+                " ingest.overlap_sentences)"
+            )
         seen = {doc.document_id for doc in docs if isinstance(doc, DocItem)}
         yield from self._prune(library, prune_roots, seen, summary, len(docs), caller, set(removals))
         if self._graph is not None:
@@ -311,7 +321,7 @@ class IngestPipeline:
         self,
         item: DocItem,
         library: str,
-        known: dict[str, tuple[str, tuple[str, ...]]],
+        known: dict[str, tuple[str, tuple[str, ...], str]],
         index: int,
         groups: tuple[str, ...],
         caller: tuple[str, ...] | None,
@@ -332,8 +342,10 @@ class IngestPipeline:
             )
         data = item.read()
         fingerprint = hashlib.sha256(data).hexdigest()
-        if state == (fingerprint, groups):
+        if state == (fingerprint, groups, self._build):
             return None
+        same = state is not None and state[:2] == (fingerprint, groups)
+        again = why_again(state[2], self._build) if state is not None and same else ""
         with stoppable_span(tracer, "ingest.parse", {"source": item.source}):
             if self._converter is not None and self._converter.converts(item.source, item.kind):
                 # On this thread, not in a parser process: why in services/ingest/remote_convert.py.
@@ -377,6 +389,7 @@ class IngestPipeline:
             media_type=parsed.media_type,
             chunk_count=len(chunks),
             groups=groups,
+            build=self._build,
         )
         # Whole pages go to the lexical index too; a page-less document split into several chunks
         # goes whole, as page 0.
@@ -388,7 +401,7 @@ class IngestPipeline:
         original = None
         if self._keep_originals and parsed.layout is not None:
             original = Original(item.document_id, parsed.media_type, data, parsed.layout)
-        return _Prepared(index, item, document, chunks, pages, original)
+        return _Prepared(index, item, document, chunks, pages, original, again)
 
     def _flush(
         self,
@@ -512,7 +525,9 @@ class IngestPipeline:
             log.exception("writing a batch of %d documents failed; it was rolled back", len(batch))
             return [_failed(p.item.source, p.item.document_id, p.index, total, _reason(err)) for p in batch]
         return [
-            FileProgress(p.item.source, FileStage.INDEXED, p.index, total, p.item.document_id, len(p.chunks))
+            FileProgress(
+                p.item.source, FileStage.INDEXED, p.index, total, p.item.document_id, len(p.chunks), p.again
+            )
             for p in batch
         ]
 
@@ -605,6 +620,7 @@ def _count(summary: IngestSummary, event: FileProgress) -> FileProgress:
     elif event.stage is FileStage.INDEXED:
         summary.indexed += 1
         summary.chunks += event.chunk_count
+        summary.rebuilt += bool(event.reason)
     return event
 
 

@@ -223,7 +223,7 @@ class SourceSync:
 
 
 def _merge(into: IngestSummary, other: IngestSummary) -> None:
-    for name in ("files", "indexed", "unchanged", "failed", "chunks", "removed", "seconds"):
+    for name in ("files", "indexed", "unchanged", "failed", "chunks", "removed", "rebuilt", "seconds"):
         setattr(into, name, getattr(into, name) + getattr(other, name))
     for name in ("entities", "relations", "communities", "communities_summarized"):
         setattr(into, name, getattr(other, name))

@@ -1,0 +1,160 @@
+"""A document's index build (services/ingest/build.py): one whose bytes and groups are unchanged is
+indexed again when a pipeline with another version or other chunk settings ingests it, and says
+why; the same pipeline skips it. Real LanceDB, tantivy and state (both backends), the real embedder."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from ragstack.config import StateConfig
+from ragstack.domain import FileProgress, FileStage, IngestSummary
+from ragstack.guard.paths import PathGuard
+from ragstack.state import open_state
+from ragstack.stores import catalog as catalog_store
+from ragstack.stores.catalog import Catalog
+from ragstack.stores.lexical import LexicalStore
+from ragstack.stores.vectors import VectorStore
+from services.ingest import build
+from services.ingest.pipeline import IngestPipeline
+from services.ingest.sources import collect_paths
+from tests.conftest import SAMPLES
+from tests.tools import state as state_tools
+
+EVERYWHERE = PathGuard([Path("/")])
+# Long enough that 64 word pieces a chunk split it where 512 do not.
+LONG = "# Tides\n\n" + " ".join(
+    f"Tide table {i} lists the harbour's high water at dawn and the low water at dusk." for i in range(15)
+)
+
+
+class Stores:
+    def __init__(self, tmp_path: Path, state: StateConfig, embedder) -> None:  # type: ignore[no-untyped-def]
+        self.tmp = tmp_path
+        self.state = state
+        self.embedder = embedder
+        self.docs = tmp_path / "docs"
+        self.docs.mkdir()
+        for name in ("bm25.md", "chunking.md"):
+            shutil.copy(SAMPLES / name, self.docs)
+        (self.docs / "tides.md").write_text(LONG)
+        self.catalog = Catalog(open_state(state, tmp_path, catalog_store.STORE, catalog_store.MIGRATIONS))
+        self.dense = VectorStore(tmp_path / "lance", embedder.dimension, writer=True)
+        self.lexical = LexicalStore(tmp_path / "tantivy", writer=True)
+
+    def pipeline(self, chunk_tokens: int = 512, overlap: int = 1) -> IngestPipeline:
+        return IngestPipeline(
+            self.catalog,
+            self.dense,
+            self.lexical,
+            self.embedder,
+            chunk_tokens,
+            overlap,
+            max_file_bytes=200_000,
+        )
+
+    def ingest(
+        self, pipeline: IngestPipeline, groups: tuple[str, ...] = ()
+    ) -> tuple[list[FileProgress], IngestSummary]:
+        events = list(pipeline.run(collect_paths([str(self.docs)], EVERYWHERE), "default", groups=groups))
+        summary = events[-1]
+        assert isinstance(summary, IngestSummary)
+        return [e for e in events if isinstance(e, FileProgress)], summary
+
+    def chunks_of(self, name: str) -> int:
+        (doc,) = [d for d in self.catalog.list("default") if Path(d.source).name == name]
+        return doc.chunk_count
+
+
+@pytest.fixture
+def stores(tmp_path: Path, state_config: StateConfig, embedder):  # type: ignore[no-untyped-def]
+    made = Stores(tmp_path, state_config, embedder)
+    yield made
+    made.catalog.close()
+
+
+def test_other_chunk_settings_index_every_document_again_and_say_why(stores: Stores) -> None:
+    _, first = stores.ingest(stores.pipeline())
+    files = first.indexed
+    assert files == first.files == 3 and first.rebuilt == 0 and not first.notes
+    assert {d.build for d in stores.catalog.list("default")} == {f"p{build.PIPELINE}-c512-o1"}
+    assert stores.chunks_of("tides.md") == 1
+
+    _, same = stores.ingest(stores.pipeline())
+    assert same.unchanged == files and same.indexed == 0
+
+    smaller = stores.pipeline(chunk_tokens=64, overlap=0)
+    events, again = stores.ingest(smaller)
+    assert again.indexed == again.rebuilt == files and again.unchanged == 0
+    reasons = {e.reason for e in events if e.stage is FileStage.INDEXED}
+    assert reasons == {f"indexed again: built as p{build.PIPELINE}-c512-o1, now p{build.PIPELINE}-c64-o0"}
+    (note,) = again.notes
+    assert f"{files} documents with unchanged bytes were indexed again" in note
+    assert "ingest.chunk_tokens" in note
+    # What the new settings make, not the old chunks kept.
+    assert stores.chunks_of("tides.md") > 1
+    assert stores.dense.count("default") == sum(d.chunk_count for d in stores.catalog.list("default"))
+    assert {d.build for d in stores.catalog.list("default")} == {f"p{build.PIPELINE}-c64-o0"}
+
+    _, settled = stores.ingest(smaller)
+    assert settled.unchanged == files and settled.indexed == settled.rebuilt == 0
+
+
+def test_a_new_pipeline_version_reaches_old_documents(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, first = stores.ingest(stores.pipeline())
+    monkeypatch.setattr(build, "PIPELINE", build.PIPELINE + 1)
+    _, again = stores.ingest(stores.pipeline())
+    assert again.rebuilt == again.indexed == first.indexed
+
+
+def test_changed_bytes_and_new_groups_are_not_counted_as_rebuilt(stores: Stores) -> None:
+    stores.ingest(stores.pipeline())
+    (stores.docs / "tides.md").write_text(LONG + "\n\nThe pier closes at spring tide.\n")
+    events, changed = stores.ingest(stores.pipeline(), groups=("crew",))
+    assert changed.indexed == changed.files and changed.rebuilt == 0 and not changed.notes
+    assert all(not e.reason for e in events)
+
+
+def test_documents_indexed_before_builds_were_recorded_are_indexed_again(
+    stores: Stores, state_config: StateConfig, tmp_path: Path
+) -> None:
+    """A catalog of the release before (schema version 2, no build column) is migrated; its documents
+    get the empty build, and the next ingest indexes them again."""
+    old, before = tmp_path / "old", state_tools.config_for("postgres" if state_config.url else "sqlite")
+    old.mkdir()
+    db = open_state(before, old, catalog_store.STORE, catalog_store.MIGRATIONS[:2])
+    db.execute(
+        "INSERT INTO documents (document_id, library, source, fingerprint) VALUES ('d', 'lib', 's', 'f')"
+    )
+    db.close()
+    migrated = Catalog(open_state(before, old, catalog_store.STORE, catalog_store.MIGRATIONS, migrate=True))
+    assert migrated.states("lib") == {"d": ("f", (), "")}
+    assert migrated.get("lib", "d").build == ""  # type: ignore[union-attr]
+    migrated.close()
+
+    pipeline = stores.pipeline()
+    _, first = stores.ingest(pipeline)
+    stores.catalog.upsert([replace(d, build="") for d in stores.catalog.list("default")])
+    events, again = stores.ingest(pipeline)
+    assert again.rebuilt == again.indexed == first.indexed
+    assert {e.reason for e in events if e.reason} == {
+        f"indexed again: built as before builds were recorded, now p{build.PIPELINE}-c512-o1"
+    }
+
+
+def test_a_backup_from_before_builds_restores_the_empty_build(stores: Stores, tmp_path: Path) -> None:
+    stores.ingest(stores.pipeline())
+    backup = tmp_path / "backup.sqlite"
+    stores.catalog.backup_to(backup)
+    with sqlite3.connect(backup) as conn:  # as a release before builds wrote it
+        conn.execute("ALTER TABLE documents DROP COLUMN build")
+    stores.catalog.restore_from(backup)
+    assert {d.build for d in stores.catalog.list("default")} == {""}
+    _, again = stores.ingest(stores.pipeline())
+    assert again.rebuilt == again.indexed == again.files
