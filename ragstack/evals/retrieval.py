@@ -70,6 +70,7 @@ async def evaluate(
         "queries": count,
         "documents_indexed": summary.indexed,
         "documents_unchanged": summary.unchanged,
+        "documents_rebuilt": summary.rebuilt,  # of those indexed: unchanged bytes, a new build
         "documents_failed": summary.failed,
         "ingest_seconds": round(summary.seconds, 1),
         **means,

@@ -18,6 +18,7 @@ from ragstack.v1 import (
     retrieve_pb2,
     retrieve_pb2_grpc,
 )
+from services.ingest.build import index_build
 from tests.conftest import ROOT
 
 SERVICES = {
@@ -205,6 +206,9 @@ async def test_documents_listed_with_fingerprints(stack) -> None:
         docs = (await stub.ListDocuments(ingest_pb2.ListDocumentsRequest(), timeout=5)).documents
     assert len(docs) == 12
     assert all(len(d.fingerprint) == 64 and d.chunk_count > 0 and d.title and d.revision for d in docs)
+    assert {d.build for d in docs} == {
+        index_build(stack.cfg.ingest.chunk_tokens, stack.cfg.ingest.overlap_sentences)
+    }
     assert {d.media_type for d in docs} == {"text/markdown"}
 
 

@@ -11,10 +11,12 @@ from ragstack import convert
 from ragstack import domain as d
 from ragstack.v1 import agent_pb2, common_pb2, ingest_pb2, retrieve_pb2
 
-SUMMARY = d.IngestSummary(3, 1, 1, 1, 1, 9, 2.5, ["x.pdf: cannot read PDF"], 4, 5, 2, 1, ["no LLM"])
+SUMMARY = d.IngestSummary(3, 1, 1, 1, 1, 9, 2.5, ["x.pdf: cannot read PDF"], 4, 5, 2, 1, ["no LLM"], 1)
 CASES = [
     (
-        d.Document("doc", "lib", "a.md", "r1", "f", "A", "text/markdown", 3, "2026-12-02", ("staff",)),
+        d.Document(
+            "doc", "lib", "a.md", "r1", "f", "A", "text/markdown", 3, "2026-12-02", ("staff",), "p2-c512-o1"
+        ),
         convert.document_to_pb,
         convert.document_from_pb,
     ),
