@@ -558,6 +558,7 @@ class LibraryStats:
     last_indexed_at: str = ""
     embedder: str = ""  # "" the configured one, else a tuned one's name
     vector_windows: int = 0  # window vectors of the chunks embedded as several (models.window_tokens)
+    builds: dict[str, int] = field(default_factory=dict)  # documents per index build
 
 
 @dataclass(frozen=True)
@@ -569,6 +570,7 @@ class StoreStats:
     catalog_bytes: int
     snapshots_bytes: int
     snapshots: int
+    build: str = ""  # the index build the ingest service writes
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,7 @@ async def stats(cfg: Config, library: str, as_json: bool) -> None:
     table.add_column("media types")
     table.add_column("last indexed")
     table.add_column("embedder")
+    table.add_column("builds")
     for lib in found.libraries:
         table.add_row(
             lib.name,
@@ -74,8 +75,16 @@ async def stats(cfg: Config, library: str, as_json: bool) -> None:
             ", ".join(f"{k or '?'} {v}" for k, v in sorted(lib.media_types.items())),
             lib.last_indexed_at[:19],
             lib.embedder or "configured",
+            ", ".join(_build(k, v, found.build) for k, v in sorted(lib.builds.items())),
         )
     console.print(table)
+    stale = sum(v for lib in found.libraries for k, v in lib.builds.items() if k != found.build)
+    if stale:
+        console.print(
+            f"{stale} documents were built other than this ingest service's {found.build}: their next"
+            " ingest indexes them again (Document.build)",
+            highlight=False,
+        )
     versions = ", ".join(f"{k} v{v}" for k, v in sorted(found.table_versions.items()))
     console.print(f"LanceDB tables: {versions or 'none'}", highlight=False)
     console.print(
@@ -86,6 +95,12 @@ async def stats(cfg: Config, library: str, as_json: bool) -> None:
     if fresh is not None:
         served = ", ".join(f"{s.store} v{s.version} {s.staleness_s:.1f} s" for s in fresh.stores)
         console.print(f"Retrieve (staleness at most {fresh.max_staleness_s:g} s): {served}", highlight=False)
+
+
+def _build(build: str, count: int, current: str) -> str:
+    """A build's documents, in yellow when they are to be indexed again."""
+    text = f"{build or 'before builds'} {count}"
+    return text if build == current else f"[yellow]{text}[/yellow]"
 
 
 def _flag(count: int, expected: int) -> str:

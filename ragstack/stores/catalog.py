@@ -160,10 +160,15 @@ class Catalog:
 
     def media_types(self, library: str) -> dict[str, int]:
         """media type -> documents of that type in the library."""
+        return self._counts("coalesce(media_type, '')", library)
+
+    def builds(self, library: str) -> dict[str, int]:
+        """index build -> documents of the library built so ("": before builds were recorded)."""
+        return self._counts("build", library)
+
+    def _counts(self, column: str, library: str) -> dict[str, int]:
         rows = self._db.all(
-            "SELECT coalesce(media_type, ''), count(*) FROM documents WHERE library = ?"
-            " GROUP BY 1 ORDER BY 1",
-            (library,),
+            f"SELECT {column}, count(*) FROM documents WHERE library = ? GROUP BY 1 ORDER BY 1", (library,)
         )
         return {r[0]: int(r[1]) for r in rows}
 

@@ -90,7 +90,10 @@ class StoreLifecycle:
         lexical: LexicalStore,
         graph: GraphStore | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        build: str = "",
     ) -> None:
+        """`build`: the index build the ingest service writes (services/ingest/build.py), for stats."""
+        self._build = build
         self._data_dir = data_dir
         self._folder = data_dir / "snapshots"
         self._catalog = catalog
@@ -125,6 +128,7 @@ class StoreLifecycle:
                     last_indexed_at=at,
                     embedder=self._vectors.library_embedder(name),
                     vector_windows=self._vectors.count_windows(name),
+                    builds=self._catalog.builds(name),
                 )
             )
         catalog = self._data_dir / "catalog.sqlite"
@@ -137,6 +141,7 @@ class StoreLifecycle:
             catalog_bytes=sum(folder_bytes(Path(f"{catalog}{s}")) for s in ("", "-wal", "-shm")),
             snapshots_bytes=folder_bytes(self._folder),
             snapshots=len(self._snapshot_folders()),
+            build=self._build,
         )
 
     # snapshots

@@ -462,8 +462,15 @@ class StatsRequest(_message.Message):
     def __init__(self, library: _Optional[str] = ...) -> None: ...
 
 class LibraryStats(_message.Message):
-    __slots__ = ("name", "documents", "chunks", "vector_chunks", "lexical_chunks", "lexical_pages", "media_types", "entities", "relations", "communities", "last_indexed_at", "embedder", "vector_windows")
+    __slots__ = ("name", "documents", "chunks", "vector_chunks", "lexical_chunks", "lexical_pages", "media_types", "entities", "relations", "communities", "last_indexed_at", "embedder", "vector_windows", "builds")
     class MediaTypesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class BuildsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -483,6 +490,7 @@ class LibraryStats(_message.Message):
     LAST_INDEXED_AT_FIELD_NUMBER: _ClassVar[int]
     EMBEDDER_FIELD_NUMBER: _ClassVar[int]
     VECTOR_WINDOWS_FIELD_NUMBER: _ClassVar[int]
+    BUILDS_FIELD_NUMBER: _ClassVar[int]
     name: str
     documents: int
     chunks: int
@@ -496,10 +504,11 @@ class LibraryStats(_message.Message):
     last_indexed_at: str
     embedder: str
     vector_windows: int
-    def __init__(self, name: _Optional[str] = ..., documents: _Optional[int] = ..., chunks: _Optional[int] = ..., vector_chunks: _Optional[int] = ..., lexical_chunks: _Optional[int] = ..., lexical_pages: _Optional[int] = ..., media_types: _Optional[_Mapping[str, int]] = ..., entities: _Optional[int] = ..., relations: _Optional[int] = ..., communities: _Optional[int] = ..., last_indexed_at: _Optional[str] = ..., embedder: _Optional[str] = ..., vector_windows: _Optional[int] = ...) -> None: ...
+    builds: _containers.ScalarMap[str, int]
+    def __init__(self, name: _Optional[str] = ..., documents: _Optional[int] = ..., chunks: _Optional[int] = ..., vector_chunks: _Optional[int] = ..., lexical_chunks: _Optional[int] = ..., lexical_pages: _Optional[int] = ..., media_types: _Optional[_Mapping[str, int]] = ..., entities: _Optional[int] = ..., relations: _Optional[int] = ..., communities: _Optional[int] = ..., last_indexed_at: _Optional[str] = ..., embedder: _Optional[str] = ..., vector_windows: _Optional[int] = ..., builds: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
-    __slots__ = ("libraries", "table_versions", "lancedb_bytes", "tantivy_bytes", "catalog_bytes", "snapshots_bytes", "snapshots")
+    __slots__ = ("libraries", "table_versions", "lancedb_bytes", "tantivy_bytes", "catalog_bytes", "snapshots_bytes", "snapshots", "build")
     class TableVersionsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -514,6 +523,7 @@ class StatsResponse(_message.Message):
     CATALOG_BYTES_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOTS_BYTES_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOTS_FIELD_NUMBER: _ClassVar[int]
+    BUILD_FIELD_NUMBER: _ClassVar[int]
     libraries: _containers.RepeatedCompositeFieldContainer[LibraryStats]
     table_versions: _containers.ScalarMap[str, int]
     lancedb_bytes: int
@@ -521,7 +531,8 @@ class StatsResponse(_message.Message):
     catalog_bytes: int
     snapshots_bytes: int
     snapshots: int
-    def __init__(self, libraries: _Optional[_Iterable[_Union[LibraryStats, _Mapping]]] = ..., table_versions: _Optional[_Mapping[str, int]] = ..., lancedb_bytes: _Optional[int] = ..., tantivy_bytes: _Optional[int] = ..., catalog_bytes: _Optional[int] = ..., snapshots_bytes: _Optional[int] = ..., snapshots: _Optional[int] = ...) -> None: ...
+    build: str
+    def __init__(self, libraries: _Optional[_Iterable[_Union[LibraryStats, _Mapping]]] = ..., table_versions: _Optional[_Mapping[str, int]] = ..., lancedb_bytes: _Optional[int] = ..., tantivy_bytes: _Optional[int] = ..., catalog_bytes: _Optional[int] = ..., snapshots_bytes: _Optional[int] = ..., snapshots: _Optional[int] = ..., build: _Optional[str] = ...) -> None: ...
 
 class Snapshot(_message.Message):
     __slots__ = ("name", "created_at", "table_versions", "documents", "chunks", "bytes")

@@ -118,7 +118,14 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         recentre=graph.recentre if graph is not None else None,
     )
 
-    lifecycle = StoreLifecycle(cfg.data_dir, catalog, vectors, lexical, graph_store)
+    lifecycle = StoreLifecycle(
+        cfg.data_dir,
+        catalog,
+        vectors,
+        lexical,
+        graph_store,
+        build=pipeline.build,
+    )
     lifecycle.resume()  # a restore a crash interrupted is finished before anything else runs
     databases = DatabaseRegistry(
         open_state(cfg.state, cfg.data_dir, database_store.STORE, database_store.MIGRATIONS),

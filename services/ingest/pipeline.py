@@ -151,6 +151,11 @@ class IngestPipeline:
         self._extract_lock = threading.Lock()  # spaCy's pipeline is not to be run by two threads
         self._stores.recover()  # a unit a crash interrupted: finished or undone before anything else
 
+    @property
+    def build(self) -> str:
+        """The index build this pipeline writes (services/ingest/build.py)."""
+        return self._build
+
     def run(
         self,
         items: Sequence[SourceItem | Rejected],

@@ -4,13 +4,16 @@ why; the same pipeline skips it. Real LanceDB, tantivy and state (both backends)
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from ragstack.cli.main import cli
 from ragstack.config import StateConfig
 from ragstack.domain import FileProgress, FileStage, IngestSummary
 from ragstack.guard.paths import PathGuard
@@ -22,7 +25,7 @@ from ragstack.stores.vectors import VectorStore
 from services.ingest import build
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.sources import collect_paths
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, make_config
 from tests.tools import state as state_tools
 
 EVERYWHERE = PathGuard([Path("/")])
@@ -158,3 +161,34 @@ def test_a_backup_from_before_builds_restores_the_empty_build(stores: Stores, tm
     assert {d.build for d in stores.catalog.list("default")} == {""}
     _, again = stores.ingest(stores.pipeline())
     assert again.rebuilt == again.indexed == again.files
+
+
+def test_stats_count_each_build_and_the_cli_says_what_its_next_ingest_redoes(tmp_path: Path) -> None:
+    """Through `ragstack ingest` and `ragstack store stats` (embedded services, real gRPC): a platform
+    team sees how many documents a new chunk size will index again before it does, and after."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "tides.md").write_text(LONG)
+    shutil.copy(SAMPLES / "bm25.md", docs)
+    make_config(tmp_path / "data")
+    config = ["--config", str(tmp_path / "data.yaml")]
+    smaller = {"RAGSTACK__INGEST__CHUNK_TOKENS": "64"}
+    now, then = f"p{build.PIPELINE}-c512-o1", f"p{build.PIPELINE}-c64-o1"
+
+    assert CliRunner().invoke(cli, [*config, "ingest", str(docs)]).exit_code == 0
+    stats = CliRunner().invoke(cli, [*config, "store", "stats", "--json"])
+    assert stats.exit_code == 0, stats.output
+    shown = json.loads(stats.output)
+    assert shown["build"] == now and shown["libraries"][0]["builds"] == {now: 2}
+
+    before = CliRunner().invoke(cli, [*config, "store", "stats"], env=smaller)
+    assert before.exit_code == 0, before.output
+    assert f"2 documents were built other than this ingest service's {then}" in " ".join(
+        before.output.split()
+    )
+    again = CliRunner().invoke(cli, [*config, "ingest", str(docs)], env=smaller)
+    assert again.exit_code == 0, again.output
+    assert "2 indexed, 0 unchanged" in again.output
+    assert "2 documents with unchanged bytes were indexed again" in " ".join(again.output.split())
+    after = CliRunner().invoke(cli, [*config, "store", "stats", "--json"], env=smaller)
+    assert json.loads(after.output)["libraries"][0]["builds"] == {then: 2}
