@@ -112,11 +112,12 @@ def upload_items(library: str, files: Iterable[tuple[str, bytes]]) -> list[Sourc
 def expand(items: Iterable[SourceItem | Rejected], library: str) -> list[DocItem | Rejected]:
     """The documents of the items, in order (rejected items pass through, to be reported)."""
     out: list[DocItem | Rejected] = []
+    ids: dict[str, str] = {}  # a corpus line's `_id` -> the line that had it first
     for item in items:
         if isinstance(item, Rejected):
             out.append(item)
         elif PurePath(item.source).suffix.lower() == ".jsonl":
-            out.extend(_corpus_lines(item))
+            out.extend(_corpus_lines(item, ids))
         else:
             out.append(
                 DocItem(
@@ -131,17 +132,23 @@ def expand(items: Iterable[SourceItem | Rejected], library: str) -> list[DocItem
     return out
 
 
-def _corpus_lines(item: SourceItem) -> list[DocItem | Rejected]:
+def _corpus_lines(item: SourceItem, ids: dict[str, str]) -> list[DocItem | Rejected]:
+    """The corpus's lines as documents; `ids`: the `_id`s the run's lines had so far. A line whose
+    `_id` came before fails alone: the two would write one document twice in a batch."""
     out: list[DocItem | Rejected] = []
     for number, line in enumerate(item.read().splitlines(), start=1):
         if not line.strip():
             continue
+        where = f"{item.source}:{number}"
         try:
             doc_id = str(json.loads(line)["_id"])
         except (ValueError, KeyError, TypeError):
-            out.append(
-                Rejected(f"{item.source}:{number}", "not a corpus line: expected a JSON object with `_id`")
-            )
+            out.append(Rejected(where, "not a corpus line: expected a JSON object with `_id`"))
+            continue
+        first = ids.setdefault(doc_id, where)
+        if first != where:
+            said = f"line {first.rsplit(':', 1)[1]}" if first.startswith(f"{item.source}:") else first
+            out.append(Rejected(where, f"`_id` {doc_id[:80]!r} again: {said} has it, and is the one indexed"))
             continue
         out.append(
             DocItem(

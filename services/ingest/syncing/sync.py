@@ -113,9 +113,13 @@ class SourceSync:
         scan = Scan(library)
         groups = acl_groups(spec.groups)
         documents = self._pipeline.list_documents(library)
-        # A document whose ACL is not the source's (its groups were changed) is fetched again: the
-        # pipeline rewrites the ACL in every store even when the bytes are the same.
-        scan.held = {d.source: d.revision for d in documents if tuple(d.groups) == groups}
+        # A document whose ACL is not the source's (its groups were changed), or whose index build is
+        # not the pipeline's (services/ingest/build.py), is fetched again: the pipeline rewrites it
+        # in every store even when the bytes are the same.
+        build = self._pipeline.build
+        scan.held = {
+            d.source: d.revision for d in documents if tuple(d.groups) == groups and d.build == build
+        }
         failures = self._store.failures(spec.name)
         checkpoint = _StillWanted(self._store, spec.name, on_pause, cancelled)
         backend = self._open(spec, checkpoint)

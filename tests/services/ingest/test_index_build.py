@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from ragstack.cli.main import cli
-from ragstack.config import StateConfig
+from ragstack.config import SourceConfig, StateConfig
 from ragstack.domain import FileProgress, FileStage, IngestSummary
 from ragstack.guard.paths import PathGuard
 from ragstack.state import open_state
@@ -25,6 +25,10 @@ from ragstack.stores.vectors import VectorStore
 from services.ingest import build
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.sources import collect_paths
+from services.ingest.syncing import state as source_state
+from services.ingest.syncing.backends import Backend, Checkpoint, FolderBackend
+from services.ingest.syncing.state import Retries, SourceStore
+from services.ingest.syncing.sync import SourceSync
 from tests.conftest import SAMPLES, make_config
 from tests.tools import state as state_tools
 
@@ -192,3 +196,59 @@ def test_stats_count_each_build_and_the_cli_says_what_its_next_ingest_redoes(tmp
     assert "2 documents with unchanged bytes were indexed again" in " ".join(again.output.split())
     after = CliRunner().invoke(cli, [*config, "store", "stats", "--json"], env=smaller)
     assert json.loads(after.output)["libraries"][0]["builds"] == {then: 2}
+
+
+def test_a_source_sync_indexes_documents_of_another_build_again(stores: Stores) -> None:
+    """A source's scan skips what it holds at the same revision; one built otherwise is not held."""
+
+    def sync_on(pipeline: IngestPipeline) -> tuple[SourceSync, SourceStore]:
+        state = SourceStore(
+            open_state(stores.state, stores.tmp, source_state.STORE, source_state.MIGRATIONS),
+            Retries(attempts=3, backoff_s=10, breaker_failures=3, breaker_cooldown_s=60),
+        )
+
+        def opener(spec: SourceConfig, checkpoint: Checkpoint) -> Backend:
+            return FolderBackend(spec.url, PathGuard([stores.tmp]), 1000, checkpoint)
+
+        return SourceSync(state, pipeline, opener, "default"), state
+
+    def synced(sync: SourceSync) -> IngestSummary:
+        (summary,) = [e for e in sync.run("notes") if isinstance(e, IngestSummary)]
+        return summary
+
+    sync, state = sync_on(stores.pipeline())
+    try:
+        state.add(SourceConfig(name="notes", kind="folder", url=str(stores.docs), library="notes"))
+        assert synced(sync).indexed == 3
+        assert not sync.look("notes").work
+    finally:
+        state.close()
+
+    sync, state = sync_on(stores.pipeline(chunk_tokens=64))
+    try:
+        assert sync.look("notes").work
+        again = synced(sync)
+        assert again.indexed == again.rebuilt == 3 and again.notes
+        assert {d.build for d in stores.catalog.list("notes")} == {f"p{build.PIPELINE}-c64-o1"}
+        assert not sync.look("notes").work and synced(sync).unchanged == 3
+    finally:
+        state.close()
+
+
+def test_a_corpus_line_whose_id_came_before_fails_alone(stores: Stores, tmp_path: Path) -> None:
+    """Two lines with one `_id` would write one document twice in a batch (LanceDB refuses, and the
+    batch's other documents fail with it, at every run): the later line fails, named."""
+    corpus = tmp_path / "lines" / "corpus.jsonl"
+    corpus.parent.mkdir()
+    line = {"_id": "kelp", "title": "Kelp", "text": "Kelp forests grow along cold rocky coasts."}
+    other = {"_id": "reef", "title": "Reef", "text": "Coral reefs grow in warm shallow water."}
+    corpus.write_text("\n".join(json.dumps(x) for x in (line, line, other)) + "\n")
+    for pipeline in (stores.pipeline(), stores.pipeline(chunk_tokens=64)):
+        events = list(pipeline.run(collect_paths([str(corpus)], EVERYWHERE), "lines"))
+        summary = events[-1]
+        assert isinstance(summary, IngestSummary)
+        assert summary.failed == 1 and summary.indexed + summary.unchanged == 2, summary
+        (failure,) = summary.failures
+        assert failure.startswith(f"{corpus}:2: ") and "`_id` 'kelp'" in failure and "line 1" in failure
+    assert {d.document_id for d in stores.catalog.list("lines")} == {"kelp", "reef"}
+    assert stores.dense.count("lines") == 2
