@@ -125,6 +125,13 @@ class ModelsConfig(_Strict):
 class IngestConfig(_Strict):
     chunk_tokens: int = Field(512, ge=32, le=8192, description="Target chunk size in word pieces.")
     overlap_sentences: int = Field(1, ge=0, le=10, description="Sentences repeated at chunk starts.")
+    rebuild: bool = Field(
+        True,
+        description="Index again a document whose bytes are unchanged but whose build (the pipeline's "
+        "version, chunk_tokens, overlap_sentences) is not this service's, at its next ingest or sync. "
+        "false: it keeps its chunks until its bytes change (defer a new release's re-index; `ragstack "
+        "store stats` counts what waits).",
+    )
     max_file_mb: float = Field(50.0, gt=0, description="Files larger than this fail with the limit named.")
     batch_chunks: int = Field(256, ge=1, description="Chunks embedded and written together.")
     crawl_max_pages: int = Field(50, ge=1, description="Crawler: pages fetched per start URL.")

@@ -107,6 +107,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         shared=shared,
         tuned=res.tuned_embedders.get,
         window_tokens=cfg.models.window_tokens,
+        rebuild=cfg.ingest.rebuild,
     )
     tuner = Tuner(
         vectors,

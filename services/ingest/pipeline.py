@@ -116,6 +116,7 @@ class IngestPipeline:
         shared: SharedLock | None = None,
         tuned: Callable[[str], EmbedderPort] | None = None,
         window_tokens: int = WINDOW_TOKENS,
+        rebuild: bool = True,
     ) -> None:
         """`budgets`: of one document (services/ingest/budgets.py); `parser`: the worker process
         pool that parses the formats whose parsers can run away (in this process when None);
@@ -124,7 +125,9 @@ class IngestPipeline:
         Office and HTML files instead of Docling here (`ingest.converter`); `shared`: the lock of
         the ingest workers in other processes that write the same stores (services/ingest/unit_of_work.py);
         `tuned`: a tuned embedder by name, for a library whose vectors one made (ragstack/tuning);
-        `window_tokens`: a longer chunk is embedded in windows (services/ingest/dense_windows.py)."""
+        `window_tokens`: a longer chunk is embedded in windows (services/ingest/dense_windows.py);
+        `rebuild`: a document of another build (services/ingest/build.py) is indexed again, else it
+        counts as unchanged until its bytes or groups change (`ingest.rebuild`)."""
         self._catalog = catalog
         self._vectors = vectors
         self._lexical = lexical
@@ -134,6 +137,7 @@ class IngestPipeline:
         self._chunk_tokens = chunk_tokens
         self._overlap = overlap_sentences
         self._build = index_build(chunk_tokens, overlap_sentences)
+        self._rebuild = rebuild
         self._max_bytes = max_file_bytes
         self._batch_chunks = batch_chunks
         self._ann_min_rows = ann_min_rows
@@ -155,6 +159,13 @@ class IngestPipeline:
     def build(self) -> str:
         """The index build this pipeline writes (services/ingest/build.py)."""
         return self._build
+
+    def holds(self, document: Document) -> bool:
+        """Whether `document`, its bytes and groups unchanged, is not to be indexed again."""
+        return self._holds(document.build)
+
+    def _holds(self, build: str) -> bool:
+        return build == self._build or not self._rebuild
 
     def run(
         self,
@@ -347,10 +358,11 @@ class IngestPipeline:
             )
         data = item.read()
         fingerprint = hashlib.sha256(data).hexdigest()
-        if state == (fingerprint, groups, self._build):
-            return None
-        same = state is not None and state[:2] == (fingerprint, groups)
-        again = why_again(state[2], self._build) if state is not None and same else ""
+        again = ""
+        if state is not None and state[:2] == (fingerprint, groups):
+            if self._holds(state[2]):
+                return None
+            again = why_again(state[2], self._build)
         with stoppable_span(tracer, "ingest.parse", {"source": item.source}):
             if self._converter is not None and self._converter.converts(item.source, item.kind):
                 # On this thread, not in a parser process: why in services/ingest/remote_convert.py.

@@ -53,7 +53,7 @@ class Stores:
         self.dense = VectorStore(tmp_path / "lance", embedder.dimension, writer=True)
         self.lexical = LexicalStore(tmp_path / "tantivy", writer=True)
 
-    def pipeline(self, chunk_tokens: int = 512, overlap: int = 1) -> IngestPipeline:
+    def pipeline(self, chunk_tokens: int = 512, overlap: int = 1, rebuild: bool = True) -> IngestPipeline:
         return IngestPipeline(
             self.catalog,
             self.dense,
@@ -62,6 +62,7 @@ class Stores:
             chunk_tokens,
             overlap,
             max_file_bytes=200_000,
+            rebuild=rebuild,
         )
 
     def ingest(
@@ -252,3 +253,21 @@ def test_a_corpus_line_whose_id_came_before_fails_alone(stores: Stores, tmp_path
         assert failure.startswith(f"{corpus}:2: ") and "`_id` 'kelp'" in failure and "line 1" in failure
     assert {d.document_id for d in stores.catalog.list("lines")} == {"kelp", "reef"}
     assert stores.dense.count("lines") == 2
+
+
+def test_with_rebuild_off_old_builds_wait_for_their_bytes_to_change(stores: Stores) -> None:
+    """`ingest.rebuild: false` defers a new release's re-index: what is built otherwise keeps its
+    chunks until its bytes change (a source's sync asks the same `holds`)."""
+    stores.ingest(stores.pipeline())
+    deferred = stores.pipeline(chunk_tokens=64, rebuild=False)
+    _, summary = stores.ingest(deferred)
+    assert summary.unchanged == 3 and summary.indexed == summary.rebuilt == 0 and not summary.notes
+    (tides,) = [d for d in stores.catalog.list("default") if d.source.endswith("tides.md")]
+    assert deferred.holds(tides) and not stores.pipeline(chunk_tokens=64).holds(tides)
+
+    (stores.docs / "tides.md").write_text(LONG + "\n\nThe pier closes at spring tide.\n")
+    _, changed = stores.ingest(deferred)
+    assert changed.indexed == 1 and changed.unchanged == 2 and changed.rebuilt == 0
+    builds = {Path(d.source).name: d.build for d in stores.catalog.list("default")}
+    assert builds["tides.md"] == f"p{build.PIPELINE}-c64-o1"
+    assert builds["bm25.md"] == f"p{build.PIPELINE}-c512-o1"
