@@ -206,7 +206,9 @@ async function upload(files, urls) {
         row.state.textContent = label + (data.chunk_count ? ` (${data.chunk_count} chunks)` : '') + (data.reason ? `: ${data.reason}` : '');
         row.row.dataset.stage = label;
       } else if (event === 'summary') {
-        note(`Ingest done: ${data.indexed} indexed, ${data.unchanged} unchanged, ${data.failed} failed.`);
+        // The run's notes too: enrichment skipped, documents indexed again for a new build.
+        const notes = (data.notes || []).map((n) => ` ${n}.`).join('');
+        note(`Ingest done: ${data.indexed || 0} indexed, ${data.unchanged || 0} unchanged, ${data.failed || 0} failed.${notes}`);
       } else if (event === 'error') {
         note(`Ingest failed: ${data.message}`);
       }
