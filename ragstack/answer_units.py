@@ -21,8 +21,8 @@ from ragstack.text import (
     QUOTE_CLOSERS,
     STOPS,
     WIDE_STOPS,
-    ends_with_abbreviation,
     split_sentences,
+    stop_of_words,
 )
 
 _CELL_SPLIT = re.compile(r"(?<!\\)\|")
@@ -219,12 +219,12 @@ def finished_part(answer: str) -> str:
 
 def _ends_sentence(answer: str, m: re.Match[str]) -> bool:
     before = answer[max(0, m.start() - 24) : m.start() + 1]
-    if ends_with_abbreviation(before, answer=True) or _is_item_number(answer, m.start()):
+    after = answer[m.end() : m.end() + 40].lstrip()
+    if stop_of_words(before, after, answer=True) or _is_item_number(answer, m.start()):
         return False
     if m.end() == len(answer):
         return not before[-2:-1].isdigit()
     closed = m.group("closed") or ""
-    after = answer[m.end() : m.end() + 16].lstrip()
     return not (any(q in closed for q in QUOTE_CLOSERS) and after[:1].islower())
 
 

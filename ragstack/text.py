@@ -39,6 +39,25 @@ _ANSWER_ABBREV = re.compile(
     r"(?:\b[^\W\d_]\.|\b(?:[^\W\d_]{1,2}\.){2,}|\b(?:Inc|Ltd|Co|Corp|Jr|Sr|St|Eq|Eqs|Sec|Ch|Vol|pp|p|ca|ed|eds"
     r"|ref|refs|resp|incl|viz|ibid|seq|Nr|bzw|usw|ej|Art|Abs|vgl|ggf|gr|op|cit)\.)$"
 )
+# Abbreviations that a sentence may end with ("grew in the U.S. The next year"): dotted letter
+# groups, a capital letter, and company or name suffixes; not those that introduce what follows
+# (`e.g.`, `i.e.`, `z.B.`) nor titles and labels before a name or a number (`Dr.`, `Fig.`).
+_MAY_END = re.compile(
+    r"(?:\b(?!(?:e\.g|i\.e|z\.B|d\.h|u\.a|o\.ä|s\.o|v\.a)\.)(?:[^\W\d_]{1,2}\.){2,}|\b[A-Z]\."
+    r"|\b(?:etc|al|Inc|Ltd|Co|Corp|Jr|Sr)\.)$"
+)
+_FIRST_WORD = re.compile(rf"[\s{re.escape(OPENERS)}]*(\w+)")
+# In the languages that write a day or a century with a full stop (German, the Nordic, Finnish,
+# Czech, Slovak, Croatian), "3." before a month or century is an ordinal: no sentence ends there.
+_ORDINAL = re.compile(r"(?:^|[\s(])\d{1,2}\.$")
+_ORDINAL_OF = re.compile(
+    r"(?i:januar|jänner|februar|feber|märz|marts|mars|april|mai|maj|juni|juli|august|september|oktober"
+    r"|november|dezember|december|desember|jahrhundert|jahrtausend|tammikuu|helmikuu|maaliskuu|huhtikuu"
+    r"|toukokuu|kesäkuu|heinäkuu|elokuu|syyskuu|lokakuu|marraskuu|joulukuu|ledna|února|března|dubna"
+    r"|května|června|července|srpna|září|října|listopadu|prosince|januára|februára|marca|apríla|mája"
+    r"|júna|júla|augusta|septembra|októbra|novembra|decembra|siječnja|veljače|ožujka|travnja|svibnja"
+    r"|lipnja|srpnja|kolovoza|rujna|listopada|studenoga|prosinca)"
+)
 _WORD = re.compile(r"[A-Za-z0-9]+(?:[.'-][A-Za-z0-9]+)*")
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:[.,]\d+)*(?:%|\b)")
 
@@ -47,6 +66,9 @@ STOPWORDS = frozenset(
     its of on or our so such than that the their them then there these they this those to was we were what
     when where which who whom why will with would you your""".split()
 )
+# Words that start sentences: after an abbreviation a sentence may end with, one of these in title
+# case says it did ("A" and "I" are initials too).
+_STARTERS = frozenset(w.capitalize() for w in STOPWORDS - {"a", "i"})
 
 
 # Blank lines and list items end a sentence whatever precedes them.
@@ -77,7 +99,7 @@ def _split_block(text: str, keep_lines: bool, any_start: bool) -> list[str]:
         # the chunker builds chunks from these sentences, and `"Stop." He left` must stay so.
         tail = flat[max(start, m.end() - 40) : m.end()].rstrip().rstrip(CLOSERS)  # not the whole
         # sentence so far: a run of abbreviations would copy it once for each
-        if ends_with_abbreviation(tail, answer=any_start):
+        if stop_of_words(tail, flat[m.end() : m.end() + 40], answer=any_start):
             continue
         if (
             any_start
@@ -113,11 +135,24 @@ def _first_letter(text: str, at: int) -> str:
     return ""
 
 
-def ends_with_abbreviation(text: str, answer: bool = False) -> bool:
-    """Whether `text` ends with an abbreviation or an initial (`e.g.`, `Dr.`, `J.`): its full stop
-    ends no sentence. `answer`: an answer's sentence, with more of them (_ANSWER_ABBREV)."""
+def stop_of_words(text: str, after: str, answer: bool = False) -> bool:
+    """Whether the stop that ends `text` belongs to its words, not to a sentence's end: that of an
+    abbreviation or initial (`e.g.`, `Dr.`, `J.`), or of an ordinal before a month or century
+    (`am 3. Oktober`); `after`: what follows the stop. One that a sentence may end with (`U.S.`,
+    `etc.`, `Inc.`, `Plan B.`) does end it when a word that starts sentences follows (`The`, `It`).
+    `answer`: an answer's sentence, with more abbreviations (_ANSWER_ABBREV)."""
     tail = text[-24:]
-    return bool(_ABBREV.search(tail) or (answer and _ANSWER_ABBREV.search(tail)))
+    if _ORDINAL.search(tail):
+        return bool(_ORDINAL_OF.match(_next_word(after)))
+    if not (_ABBREV.search(tail) or (answer and _ANSWER_ABBREV.search(tail))):
+        return False
+    return not (_MAY_END.search(tail) and _next_word(after) in _STARTERS)
+
+
+def _next_word(text: str) -> str:
+    """The first word of `text`, past spaces, quotes and brackets."""
+    found = _FIRST_WORD.match(text)
+    return found.group(1) if found else ""
 
 
 def words(text: str) -> list[str]:

@@ -208,6 +208,9 @@ def test_the_verifier_judges_each_line_on_its_own_and_no_label() -> None:
         ('Night scenes [1]. He wrote "at night." and th', "Night scenes [1]."),
         ("Night scenes [1].\nIl était connu pour les scènes\nécrites la nuit et", "Night scenes [1]."),
         ("Night scenes [1].\n\n~~~\n```\n~~~\n\nAnd th", "Night scenes [1].\n\n~~~\n```\n~~~"),
+        ("He filmed in the U.S. [1] The nig", "He filmed in the U.S. [1]"),  # "The" starts a sentence
+        ("He filmed in the U.S. Army bas", ""),  # a name goes on
+        ("Er drehte am 3. Oktober [1]. Danach", "Er drehte am 3. Oktober [1]."),  # "3." is an ordinal
     ],
 )
 def test_a_cut_draft_keeps_what_it_finished(written: str, kept: str) -> None:

@@ -81,6 +81,41 @@ def test_an_answers_sentence_goes_on_past_abbreviations_and_ellipses(text: str) 
     assert split_sentences(text, any_start=True) == [text]
 
 
+@pytest.mark.parametrize("any_start", [False, True], ids=["document", "answer"])
+def test_a_sentence_may_end_with_an_abbreviation_before_a_word_that_starts_one(any_start: bool) -> None:
+    text = (
+        "Lighthouses spread across the U.S. The keepers lived on site. Records name Keller et al. It was "
+        "Plan B. They kept it. Schools, e.g. The Academy, trained them. Dr. Okafor and the U.S. Navy "
+        "agreed. J. R. Lind wrote 12. The rest is lost."
+    )
+    assert split_sentences(text, any_start=any_start) == [
+        "Lighthouses spread across the U.S.",
+        "The keepers lived on site.",
+        "Records name Keller et al.",
+        "It was Plan B.",
+        "They kept it.",
+        "Schools, e.g. The Academy, trained them.",  # e.g. introduces what follows
+        "Dr. Okafor and the U.S. Navy agreed.",  # a title; a name after the abbreviation
+        "J. R. Lind wrote 12.",
+        "The rest is lost.",
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Am 3. Oktober 1990 trat der Vertrag in Kraft [1].",
+        "Im 19. Jahrhundert wuchs der Hafen [1].",
+        "Den 3. oktober flyttede fyret [1].",
+        "Majakka sammui 3. lokakuuta 1990 [1].",
+        "Maják zhasl 3. října 1990 [1].",
+    ],
+)
+def test_an_ordinal_before_a_month_or_century_ends_no_sentence(text: str) -> None:
+    assert split_sentences(text, any_start=True) == [text]
+    assert split_sentences(text) == [text]
+
+
 def test_list_items_and_blank_lines_end_sentences() -> None:
     text = "Intro without stop\n- first item. still first\n- second item\n\nNew paragraph"
     assert split_sentences(text) == [

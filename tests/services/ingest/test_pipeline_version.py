@@ -22,10 +22,16 @@ OWN = {
     "| part | torque |\n|---|---|\n| bolt A | 12 Nm |\n| bolt B | 15 Nm |\n\n"
     "```python\nprint('x. y')\n```\n\n"
     + " ".join(f"Step {i} checks the seal before the next one begins." for i in range(80)),
+    # Chunks that start with the sentence before (overlap): where a sentence ends shows in them.
+    "keepers.txt": " ".join(
+        f"Keeper {i} served in the U.S. The lamp {i} burned whale oil until dawn, e.g. in winter. "
+        f"Am {i % 28 + 1}. Oktober kam das Schiff {i}."
+        for i in range(60)
+    ),
 }
 BEIR_LINE = json.dumps({"_id": "d1", "title": "Tides", "text": "High water came early. Low water came late."})
 # Raise PIPELINE, then record the digest its test prints. An old version's entry may go.
-DIGESTS = {2: "1fd58a2490778da2617fb9e3345641faf7fd0f2260e1aa69134d6cdbb26043bf"}
+DIGESTS = {2: "5cae7cfe31a454d39ccfc8df55807a706ea9a2784c68e8a922a20004912cb833"}
 
 
 def _inputs() -> list[tuple[str, bytes, str]]:
