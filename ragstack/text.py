@@ -25,7 +25,8 @@ OPENERS = "\"'([\u201c\u2018\u201e\u201a\u00ab\u2039\u00a1\u00bf*_`"  # what may
 _OPENS = rf"(?:[{re.escape(OPENERS)}][ \u00a0\u202f]?)*"
 _HARD = rf"(?<=[{STOPS}])(?<!\.\.\.)"
 _ANY_BOUNDARY = re.compile(
-    rf"{_HARD}[)\]*_]*\s+(?={_OPENS}\S)"
+    # markers written straight after the stop go with its sentence ("It grew.[1] The")
+    rf"{_HARD}[)\]*_]*(?:\[[\w.,\s-]*\][)\]*_]*)*\s+(?={_OPENS}\S)"
     rf"|(?P<soft>(?:{_HARD}[)\]*_]*[{QUOTE_CLOSERS}]{_CLOSE}*|(?:(?<=\.\.\.)|(?<=\u2026)){_CLOSE}*)\s+)"
     rf"(?={_OPENS}\S)"
     # a full-width full stop between digits is a decimal point ("３．５")
@@ -40,24 +41,35 @@ _ANSWER_ABBREV = re.compile(
     r"|ref|refs|resp|incl|viz|ibid|seq|Nr|bzw|usw|ej|Art|Abs|vgl|ggf|gr|op|cit)\.)$"
 )
 # Abbreviations that a sentence may end with ("grew in the U.S. The next year"): dotted letter
-# groups, a capital letter, and company or name suffixes; not those that introduce what follows
-# (`e.g.`, `i.e.`, `z.B.`) nor titles and labels before a name or a number (`Dr.`, `Fig.`).
+# groups and company or name suffixes; not those that introduce what follows (`e.g.`, `i.e.`), a
+# single capital (an initial before a name: "George F. Will"), nor titles and labels (`Dr.`, `Fig.`).
 _MAY_END = re.compile(
-    r"(?:\b(?!(?:e\.g|i\.e|z\.B|d\.h|u\.a|o\.ä|s\.o|v\.a)\.)(?:[^\W\d_]{1,2}\.){2,}|\b[A-Z]\."
+    r"(?:\b(?!(?i:e\.g|i\.e|z\.b|d\.h|u\.a|o\.ä|s\.o|v\.a)\.)(?:[^\W\d_]{1,2}\.){2,}"
     r"|\b(?:etc|al|Inc|Ltd|Co|Corp|Jr|Sr)\.)$"
 )
-_FIRST_WORD = re.compile(rf"[\s{re.escape(OPENERS)}]*(\w+)")
+# Words that start sentences, and seldom a name or a title's next word ("the U.S. Is Losing").
+_STARTERS = frozenset(
+    """The This That These Those It Its They Their There We Our He His She Her In On At For From But
+    However When While If After Before During Although Since Most Many Some Each Both Such""".split()
+)
+# Citation markers between a stop and the next word (`U.S. [1] The`): part of neither.
+_MARKERS = r"\[[\w.,\s-]*\]"
+_FIRST_WORD = re.compile(rf"(?:\s|{_MARKERS}|[{re.escape(OPENERS)}])*(\w+)(\W|$)")
+_TRAILING_MARKERS = re.compile(rf"(?:\s*{_MARKERS})+$")
 # In the languages that write a day or a century with a full stop (German, the Nordic, Finnish,
 # Czech, Slovak, Croatian), "3." before a month or century is an ordinal: no sentence ends there.
+# A month English writes the same way in title case ("12. November brought") needs a year after it.
 _ORDINAL = re.compile(r"(?:^|[\s(])\d{1,2}\.$")
-_ORDINAL_OF = re.compile(
-    r"(?i:januar|jänner|februar|feber|märz|marts|mars|april|mai|maj|juni|juli|august|september|oktober"
-    r"|november|dezember|december|desember|jahrhundert|jahrtausend|tammikuu|helmikuu|maaliskuu|huhtikuu"
-    r"|toukokuu|kesäkuu|heinäkuu|elokuu|syyskuu|lokakuu|marraskuu|joulukuu|ledna|února|března|dubna"
-    r"|května|června|července|srpna|září|října|listopadu|prosince|januára|februára|marca|apríla|mája"
-    r"|júna|júla|augusta|septembra|októbra|novembra|decembra|siječnja|veljače|ožujka|travnja|svibnja"
-    r"|lipnja|srpnja|kolovoza|rujna|listopada|studenoga|prosinca)"
+_ORDINAL_OF = frozenset(
+    """januar jänner februar feber märz marts april mai maj juni juli oktober dezember desember
+    jahrhundert jahrhunderts jahrtausend jahrtausends tammikuuta helmikuuta maaliskuuta huhtikuuta
+    toukokuuta kesäkuuta heinäkuuta elokuuta syyskuuta lokakuuta marraskuuta joulukuuta ledna února
+    března dubna května června července srpna září října listopadu prosince januára februára marca
+    apríla mája júna júla augusta septembra októbra novembra decembra siječnja veljače ožujka travnja
+    svibnja lipnja srpnja kolovoza rujna listopada studenoga prosinca""".split()
 )
+_ORDINAL_IF_YEAR = frozenset("mars april august september november december".split())
+_YEAR = re.compile(r"\s*\d{1,4}\b")
 _WORD = re.compile(r"[A-Za-z0-9]+(?:[.'-][A-Za-z0-9]+)*")
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:[.,]\d+)*(?:%|\b)")
 
@@ -66,9 +78,6 @@ STOPWORDS = frozenset(
     its of on or our so such than that the their them then there these they this those to was we were what
     when where which who whom why will with would you your""".split()
 )
-# Words that start sentences: after an abbreviation a sentence may end with, one of these in title
-# case says it did ("A" and "I" are initials too).
-_STARTERS = frozenset(w.capitalize() for w in STOPWORDS - {"a", "i"})
 
 
 # Blank lines and list items end a sentence whatever precedes them.
@@ -97,8 +106,9 @@ def _split_block(text: str, keep_lines: bool, any_start: bool) -> list[str]:
     for m in (_ANY_BOUNDARY if any_start else _BOUNDARY).finditer(flat):
         # The sentence keeps the quotes and brackets that close it (the boundary matched them):
         # the chunker builds chunks from these sentences, and `"Stop." He left` must stay so.
-        tail = flat[max(start, m.end() - 40) : m.end()].rstrip().rstrip(CLOSERS)  # not the whole
-        # sentence so far: a run of abbreviations would copy it once for each
+        # Its last words, without markers (not the whole sentence so far: a run of abbreviations
+        # would copy it once for each).
+        tail = _TRAILING_MARKERS.sub("", flat[max(start, m.end() - 40) : m.end()].rstrip()).rstrip(CLOSERS)
         if stop_of_words(tail, flat[m.end() : m.end() + 40], answer=any_start):
             continue
         if (
@@ -138,21 +148,29 @@ def _first_letter(text: str, at: int) -> str:
 def stop_of_words(text: str, after: str, answer: bool = False) -> bool:
     """Whether the stop that ends `text` belongs to its words, not to a sentence's end: that of an
     abbreviation or initial (`e.g.`, `Dr.`, `J.`), or of an ordinal before a month or century
-    (`am 3. Oktober`); `after`: what follows the stop. One that a sentence may end with (`U.S.`,
-    `etc.`, `Inc.`, `Plan B.`) does end it when a word that starts sentences follows (`The`, `It`).
-    `answer`: an answer's sentence, with more abbreviations (_ANSWER_ABBREV)."""
+    (`am 3. Oktober`); `after`: what follows the stop (its first word unfinished when it runs to
+    the end: then no sentence is taken to end). One that a sentence may end with (`U.S.`, `etc.`,
+    `Inc.`) does end it when a word that starts sentences follows (`The`, `It`), past any citation
+    markers. `answer`: an answer's sentence, with more abbreviations (_ANSWER_ABBREV)."""
     tail = text[-24:]
+    word, rest = _next_word(after)
     if _ORDINAL.search(tail):
-        return bool(_ORDINAL_OF.match(_next_word(after)))
+        lower = word.lower()
+        return lower in _ORDINAL_OF or (
+            lower in _ORDINAL_IF_YEAR and (word.islower() or bool(_YEAR.match(rest)))
+        )
     if not (_ABBREV.search(tail) or (answer and _ANSWER_ABBREV.search(tail))):
         return False
-    return not (_MAY_END.search(tail) and _next_word(after) in _STARTERS)
+    return not (_MAY_END.search(tail) and word in _STARTERS)
 
 
-def _next_word(text: str) -> str:
-    """The first word of `text`, past spaces, quotes and brackets."""
+def _next_word(text: str) -> tuple[str, str]:
+    """The first whole word of `text`, past spaces, openers and citation markers, and what follows
+    it; ("", "") when there is none, or when it runs to the end (it may go on)."""
     found = _FIRST_WORD.match(text)
-    return found.group(1) if found else ""
+    if found is None or not found.group(2):
+        return "", ""
+    return found.group(1), text[found.end(1) :]
 
 
 def words(text: str) -> list[str]:

@@ -211,6 +211,8 @@ def test_the_verifier_judges_each_line_on_its_own_and_no_label() -> None:
         ("He filmed in the U.S. [1] The nig", "He filmed in the U.S. [1]"),  # "The" starts a sentence
         ("He filmed in the U.S. Army bas", ""),  # a name goes on
         ("Er drehte am 3. Oktober [1]. Danach", "Er drehte am 3. Oktober [1]."),  # "3." is an ordinal
+        ("He filmed in the U.S. Can", ""),  # the last word may be unfinished ("Canada")
+        ("He filmed with George F. Will wro", ""),  # an initial before a name
     ],
 )
 def test_a_cut_draft_keeps_what_it_finished(written: str, kept: str) -> None:

@@ -85,26 +85,49 @@ def test_an_answers_sentence_goes_on_past_abbreviations_and_ellipses(text: str) 
 def test_a_sentence_may_end_with_an_abbreviation_before_a_word_that_starts_one(any_start: bool) -> None:
     text = (
         "Lighthouses spread across the U.S. The keepers lived on site. Records name Keller et al. It was "
-        "Plan B. They kept it. Schools, e.g. The Academy, trained them. Dr. Okafor and the U.S. Navy "
-        "agreed. J. R. Lind wrote 12. The rest is lost."
+        "a hoax. Schools, e.g. The Academy, trained them. Dr. Okafor and the U.S. Navy agreed. Keeper "
+        "Anna F. Will and Kevin T. Do wrote 12. The rest is lost. How the U.S. Is Losing Its Lights."
     )
     assert split_sentences(text, any_start=any_start) == [
         "Lighthouses spread across the U.S.",
         "The keepers lived on site.",
         "Records name Keller et al.",
-        "It was Plan B.",
-        "They kept it.",
+        "It was a hoax.",
         "Schools, e.g. The Academy, trained them.",  # e.g. introduces what follows
         "Dr. Okafor and the U.S. Navy agreed.",  # a title; a name after the abbreviation
-        "J. R. Lind wrote 12.",
+        "Keeper Anna F. Will and Kevin T. Do wrote 12.",  # an initial before a name
         "The rest is lost.",
+        "How the U.S. Is Losing Its Lights.",  # a title's next word is no sentence's start
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "sentences"),
+    [
+        (
+            "Tides rose in the U.S.[1] The moon is cheese.",
+            ["Tides rose in the U.S.[1]", "The moon is cheese."],
+        ),
+        (
+            "Tides rose in the U.S. [1] The moon is cheese.",
+            ["Tides rose in the U.S.", "[1] The moon is cheese."],
+        ),
+        ("Tides rose.[1][2] The moon is cheese.", ["Tides rose.[1][2]", "The moon is cheese."]),
+        ("Tides rose in the U.S. [1] Navy ships came.", ["Tides rose in the U.S. [1] Navy ships came."]),
+        ("E.g. The lamps burned oil [1].", ["E.g. The lamps burned oil [1]."]),
+    ],
+)
+def test_an_answers_markers_after_a_stop_go_with_its_sentence(text: str, sentences: list[str]) -> None:
+    """Markers straight after the stop end its sentence with it; after a space they lead the next
+    one (the policy credits them to the sentence before); either way the next word decides."""
+    assert split_sentences(text, any_start=True) == sentences
 
 
 @pytest.mark.parametrize(
     "text",
     [
         "Am 3. Oktober 1990 trat der Vertrag in Kraft [1].",
+        "Am 12. November 1990 fiel die Mauer nicht [1].",  # a month English shares, before a year
         "Im 19. Jahrhundert wuchs der Hafen [1].",
         "Den 3. oktober flyttede fyret [1].",
         "Majakka sammui 3. lokakuuta 1990 [1].",
@@ -114,6 +137,18 @@ def test_a_sentence_may_end_with_an_abbreviation_before_a_word_that_starts_one(a
 def test_an_ordinal_before_a_month_or_century_ends_no_sentence(text: str) -> None:
     assert split_sentences(text, any_start=True) == [text]
     assert split_sentences(text) == [text]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The launch was flight 12. Major upgrades followed [1].",  # a word that begins like a month
+        "He turned 12. January was cold [1].",  # English months are no ordinals' months
+        "The vote was 52 to 48. November brought a recount [1].",  # nor, without a year, November
+    ],
+)
+def test_a_number_before_a_capital_still_ends_a_sentence(text: str) -> None:
+    assert len(split_sentences(text, any_start=True)) == len(split_sentences(text)) == 2
 
 
 def test_list_items_and_blank_lines_end_sentences() -> None:
