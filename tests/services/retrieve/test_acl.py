@@ -519,7 +519,7 @@ def test_stores_written_before_acls_still_search_and_their_writers_upgrade_them(
     catalog = Catalog(
         open_state(StateConfig(), tmp_path, catalog_store.STORE, catalog_store.MIGRATIONS, migrate=True)
     )
-    assert catalog.get(LIB, "old").groups == () and catalog.states(LIB) == {"old": ("f0", ())}  # type: ignore[union-attr]
+    assert catalog.get(LIB, "old").groups == () and catalog.states(LIB) == {"old": ("f0", (), "")}  # type: ignore[union-attr]
     entities = pa.schema([f for f in GraphStore(lance, DIM)._schemas[ENTITIES] if f.name != "groups"])
     lancedb.connect(str(lance)).create_table(
         ENTITIES,
