@@ -12,6 +12,7 @@ import os
 import re
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
@@ -169,8 +170,23 @@ def connect_state(cfg: StateConfig, data_dir: Path, store: str) -> StateDB:
 def _sqlite(path: Path) -> sqlite3.Connection:
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30)
-    conn.execute("PRAGMA journal_mode=WAL")  # readers in other processes do not block the writer
+    _write_ahead(conn, 30.0)
     return conn
+
+
+def _write_ahead(conn: sqlite3.Connection, wait_s: float) -> None:
+    """WAL mode: readers in other processes do not block the writer. Switching a new file to it
+    takes the file to oneself, and SQLite answers "database is locked" at once, past its busy
+    timeout, while another process opening the same new file holds it: tried again for `wait_s`."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as err:
+            if "locked" not in str(err) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
 
 
 def _postgres(url: str, password: str, schema: str, timeout_s: float) -> Any:
