@@ -160,11 +160,8 @@ class IngestPipeline:
         """The index build this pipeline writes (services/ingest/build.py)."""
         return self._build
 
-    def holds(self, document: Document) -> bool:
-        """Whether `document`, its bytes and groups unchanged, is not to be indexed again."""
-        return self._holds(document.build)
-
-    def _holds(self, build: str) -> bool:
+    def holds(self, build: str) -> bool:
+        """Whether a document of this build, its bytes and groups unchanged, is not indexed again."""
         return build == self._build or not self._rebuild
 
     def run(
@@ -360,7 +357,7 @@ class IngestPipeline:
         fingerprint = hashlib.sha256(data).hexdigest()
         again = ""
         if state is not None and state[:2] == (fingerprint, groups):
-            if self._holds(state[2]):
+            if self.holds(state[2]):
                 return None
             again = why_again(state[2], self._build)
         with stoppable_span(tracer, "ingest.parse", {"source": item.source}):

@@ -116,9 +116,8 @@ class SourceSync:
         # A document whose ACL is not the source's (its groups were changed), or whose index build is
         # not the pipeline's (services/ingest/build.py), is fetched again: the pipeline rewrites it
         # in every store even when the bytes are the same.
-        scan.held = {
-            d.source: d.revision for d in documents if tuple(d.groups) == groups and self._pipeline.holds(d)
-        }
+        held = [d for d in documents if tuple(d.groups) == groups and self._pipeline.holds(d.build)]
+        scan.held = {d.source: d.revision for d in held}
         failures = self._store.failures(spec.name)
         checkpoint = _StillWanted(self._store, spec.name, on_pause, cancelled)
         backend = self._open(spec, checkpoint)

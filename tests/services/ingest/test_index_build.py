@@ -263,7 +263,7 @@ def test_with_rebuild_off_old_builds_wait_for_their_bytes_to_change(stores: Stor
     _, summary = stores.ingest(deferred)
     assert summary.unchanged == 3 and summary.indexed == summary.rebuilt == 0 and not summary.notes
     (tides,) = [d for d in stores.catalog.list("default") if d.source.endswith("tides.md")]
-    assert deferred.holds(tides) and not stores.pipeline(chunk_tokens=64).holds(tides)
+    assert deferred.holds(tides.build) and not stores.pipeline(chunk_tokens=64).holds(tides.build)
 
     (stores.docs / "tides.md").write_text(LONG + "\n\nThe pier closes at spring tide.\n")
     _, changed = stores.ingest(deferred)
