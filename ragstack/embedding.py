@@ -51,7 +51,7 @@ class Embedder:
             return np.zeros((0, self.dimension), dtype=np.float32)
         encodings = self._model.tokenizer.encode_batch(list(texts))
         rows: list[np.ndarray] = [np.empty(0)] * len(texts)
-        for idx in onnx.by_length(encodings, self.batch_size):
+        for idx in self._model.batches(encodings, self.batch_size):
             for i, vector in zip(idx, self._run([encodings[i] for i in idx]), strict=True):
                 rows[i] = vector
         return np.stack(rows).astype(np.float32)

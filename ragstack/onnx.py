@@ -33,6 +33,14 @@ class OnnxModel:
     providers: list[str]
     inputs: set[str]
     outputs: list[str]
+    rows_alone: bool = False  # a row's output depends on the rows run beside it (batch_dependent)
+
+    def batches(self, encodings: Sequence[Any], batch_size: int) -> list[list[int]]:
+        """Indices of the rows to run together: of similar length, or each alone when the model's
+        output for a row would depend on its batch-mates."""
+        if self.rows_alone:
+            return [[i] for i in range(len(encodings))]
+        return by_length(encodings, batch_size)
 
 
 def load(
@@ -62,13 +70,30 @@ def load(
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     providers = pick_providers(provider, ort.get_available_providers())
     session = ort.InferenceSession(str(model), sess_options=opts, providers=providers)
-    return OnnxModel(
-        session,
-        tokenizer,
-        providers,
-        {i.name for i in session.get_inputs()},
-        [o.name for o in session.get_outputs()],
-    )
+    inputs = {i.name for i in session.get_inputs()}
+    outputs = [o.name for o in session.get_outputs()]
+    alone = batch_dependent(session, tokenizer, inputs, outputs[0])
+    return OnnxModel(session, tokenizer, providers, inputs, outputs, alone)
+
+
+# Two texts of different lengths: the longer one's activations set a shared scale if there is one.
+_PROBES = ("a short probe", "a longer probe sentence, 12 words or so, whose activations outweigh the first's")
+
+
+def batch_dependent(session: Any, tokenizer: Any, inputs: set[str], output: str) -> bool:
+    """Whether a row's output changes with the rows run beside it. A dynamically quantized (int8)
+    model scales each matrix product's input by the range of the whole batch, so a search query's
+    vector, and its hits, would depend on the queries that happened to share its batch (SciFact's
+    queries alone and in batches of eight: cosine 0.984 at worst, `ragstack bench embed`). Such a
+    model runs one row at a time. fp32 moves by nothing on this CPU and at most by rounding
+    elsewhere: a relative difference of 1% tells the two apart (int8's was 5% or more)."""
+    short, long = tokenizer.encode_batch(list(_PROBES))
+    alone = np.asarray(session.run([output], pad([short], inputs))[0])[0]
+    beside = np.asarray(session.run([output], pad([short, long], inputs))[0])[0]
+    if alone.ndim == 2:  # one vector a token: the padded positions are not the row's
+        beside = beside[: len(alone)]
+    scale = float(np.abs(alone).max()) or 1.0
+    return float(np.abs(alone - beside).max()) / scale > 0.01
 
 
 def pad(encodings: Sequence[Any], inputs: set[str]) -> dict[str, np.ndarray]:

@@ -40,7 +40,7 @@ class CrossEncoder:
         if not pairs:
             return out
         encodings = self._model.tokenizer.encode_batch(list(pairs))
-        for idx in onnx.by_length(encodings, self.batch_size):
+        for idx in self._model.batches(encodings, self.batch_size):
             feed = onnx.pad([encodings[i] for i in idx], self._model.inputs)
             logits = np.asarray(self._model.session.run([self._model.outputs[0]], feed)[0])
             out[idx] = logits[:, -1] if logits.ndim == 2 else logits

@@ -89,6 +89,19 @@ def test_search_queries_run_on_the_configured_intra_op_threads(tmp_path, resourc
     assert same.sum(axis=1).min() > 0.9999  # threads change the speed, not the vectors
 
 
+def test_a_query_vector_does_not_depend_on_the_queries_batched_with_it(resources) -> None:
+    # The retrieve service embeds concurrent searches together. int8 weights come with activations
+    # scaled over the whole batch, so unless each query runs alone its hits would depend on other
+    # callers' queries: not reproducible, and a trace would not replay.
+    queries, documents = resources.query_embedder, resources.embedder
+    assert queries._model.rows_alone and not documents._model.rows_alone
+    others = ["x", "a far longer query about the half-life of caffeine in adults who drink coffee daily"]
+    for model, rounding in ((queries, 0.0), (documents, 1e-6)):  # fp32: padding reorders sums
+        alone = np.stack([model.embed([t])[0] for t in TEXTS])
+        beside = model.embed([*TEXTS, *others])[: len(TEXTS)]
+        assert np.abs(alone - beside).max() <= rounding
+
+
 def test_fp32_queries_or_a_model_without_int8_weights_use_the_embedder(
     tmp_path, resources, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -107,3 +120,14 @@ def test_fp32_queries_or_a_model_without_int8_weights_use_the_embedder(
     res.__dict__["embedder"] = resources.embedder
     assert res.query_embedder is resources.embedder
     assert "has no model.int8.onnx" in caplog.text and "ragstack models install" in caplog.text
+
+
+def test_bench_embed_reports_that_batching_leaves_query_vectors_alone(tmp_path) -> None:
+    from ragstack.bench.embed import bench_embed
+    from tests.conftest import make_config
+
+    report = bench_embed(make_config(tmp_path), [*TEXTS, "x", "a much longer query " * 6], [])
+    queries = report["onnxruntime_query_model"]
+    assert queries["model"].endswith("model.int8.onnx")
+    assert queries["cosine_alone_vs_batched_min"] == 1.0
+    assert 0.95 < queries["cosine_to_fp32_min"] < 1.0
