@@ -131,3 +131,18 @@ def test_bench_embed_reports_that_batching_leaves_query_vectors_alone(tmp_path) 
     assert queries["model"].endswith("model.int8.onnx")
     assert queries["cosine_alone_vs_batched_min"] == 1.0
     assert 0.95 < queries["cosine_to_fp32_min"] < 1.0
+
+
+def test_a_model_that_refuses_two_rows_runs_them_one_at_a_time(resources) -> None:
+    from ragstack.onnx import batch_dependent
+
+    model = resources.embedder._model
+
+    class OneRow:  # an export whose batch dimension is fixed at one
+        def run(self, outputs, feed):  # type: ignore[no-untyped-def]
+            if len(feed["input_ids"]) > 1:
+                raise RuntimeError("Got invalid dimensions for input: input_ids, index: 0 Got: 2 Expected: 1")
+            return model.session.run(outputs, feed)
+
+    assert batch_dependent(OneRow(), model.tokenizer, model.inputs, model.outputs[0])
+    assert not batch_dependent(model.session, model.tokenizer, model.inputs, model.outputs[0])
