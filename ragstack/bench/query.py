@@ -2,7 +2,8 @@
 the CPU each query cost the serving process and the clients' (on a machine whose cores the two
 share, QPS is bounded by their sum), from clients in a process of their own; and a calibration
 figure beside them, so that runs from different hours (this machine's speed drifts by more than
-most changes) can be compared."""
+most changes) can be compared. Each run's hits are compared with the same mode's first run: a
+search must find the same under load as alone (`hits_changed`, 0)."""
 
 from __future__ import annotations
 
@@ -57,10 +58,14 @@ async def bench_query(
                 data.library,
             )
             for mode in modes:
+                first: list[list[str]] | None = None  # each query's hits in the mode's first run
                 for workers in concurrencies:
                     used = _cpu_s()  # this process serves the queries: the CPU they cost it
                     row = await loop.run_in_executor(clients, run, queries, mode, workers, top_k)
                     row["server_cpu"] = round((_cpu_s() - used) * 1000 / (len(queries) + 1), 2)
+                    hits = row.pop("hits")
+                    first = first or hits
+                    row["hits_changed"] = sum(a != b for a, b in zip(hits, first, strict=True))
                     rows.append(row)
                     on_progress("bench", len(rows), len(modes) * len(concurrencies))
         after = await loop.run_in_executor(clients, calibrate, cfg)
@@ -113,7 +118,7 @@ def run_clients(
     top_k: int,
 ) -> dict[str, Any]:
     """`workers` concurrent clients searching `queries` once each (after one warm-up query), in
-    this process: latencies and throughput."""
+    this process: latencies and throughput, and each query's hits (chunk ids, in order)."""
     return asyncio.run(_run(address, token, deadline_s, library, queries, d.SearchMode(mode), workers, top_k))
 
 
@@ -131,14 +136,16 @@ async def _run(
     client = RetrieveClient(channel, deadline_s)
     await client.search(queries[0], library, top_k, mode)  # warm-up
     latencies: list[float] = []
-    pending = list(queries)
+    found: list[list[str]] = [[] for _ in queries]
+    pending = list(enumerate(queries))
 
     async def worker() -> None:
         while pending:
-            q = pending.pop()
+            i, q = pending.pop()
             start = time.perf_counter()
-            await client.search(q, library, top_k, mode)
+            hits, _ = await client.search(q, library, top_k, mode)
             latencies.append((time.perf_counter() - start) * 1000)
+            found[i] = [h.chunk.chunk_id for h in hits]
 
     start, used = time.perf_counter(), _cpu_s()
     await asyncio.gather(*(worker() for _ in range(workers)))
@@ -151,6 +158,7 @@ async def _run(
         "p95_ms": round(percentile(latencies, 95), 1),
         "qps": round(len(latencies) / wall, 1),
         "client_cpu": round(used * 1000 / len(latencies), 2),
+        "hits": found,
     }
 
 

@@ -52,3 +52,5 @@ async def test_every_mode_at_every_concurrency(tmp_path: Path) -> None:
         assert row["qps"] > 0 and 0 < row["p50_ms"] <= row["p95_ms"]
         # Each query cost the serving process and the clients' some CPU (a search is not free).
         assert row["server_cpu"] > 0 and row["client_cpu"] > 0
+        # Concurrent searches find what each finds alone (the query model's batches change no vector).
+        assert row["hits_changed"] == 0
