@@ -51,20 +51,17 @@ class Embedder:
             return np.zeros((0, self.dimension), dtype=np.float32)
         encodings = self._model.tokenizer.encode_batch(list(texts))
         rows: list[np.ndarray] = [np.empty(0)] * len(texts)
-        for idx in self._model.batches(encodings, self.batch_size):
-            for i, vector in zip(idx, self._run([encodings[i] for i in idx]), strict=True):
+        for idx, result, mask in self._model.run(encodings, self.batch_size, self._output):
+            for i, vector in zip(idx, result if self._pooled else _mean_pooled(result, mask), strict=True):
                 rows[i] = vector
         return np.stack(rows).astype(np.float32)
-
-    def _run(self, encodings: Sequence[object]) -> np.ndarray:
-        feed = onnx.pad(encodings, self._model.inputs)
-        result = self._model.session.run([self._output], feed)[0]
-        if self._pooled:
-            return np.asarray(result)
-        mask = feed["attention_mask"]
-        pooled = (result * mask[:, :, None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1)
-        return np.asarray(pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12))
 
     def count_tokens(self, text: str) -> int:
         """Word pieces in `text` (without truncation), for chunk sizing."""
         return len(self._counter.encode(text, add_special_tokens=False).ids) if text else 0
+
+
+def _mean_pooled(tokens: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Unit-length means of each row's token vectors, padding left out."""
+    pooled = (tokens * mask[:, :, None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1)
+    return np.asarray(pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12))

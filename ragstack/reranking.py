@@ -40,8 +40,6 @@ class CrossEncoder:
         if not pairs:
             return out
         encodings = self._model.tokenizer.encode_batch(list(pairs))
-        for idx in self._model.batches(encodings, self.batch_size):
-            feed = onnx.pad([encodings[i] for i in idx], self._model.inputs)
-            logits = np.asarray(self._model.session.run([self._model.outputs[0]], feed)[0])
+        for idx, logits, _ in self._model.run(encodings, self.batch_size, self._model.outputs[0]):
             out[idx] = logits[:, -1] if logits.ndim == 2 else logits
         return out

@@ -84,7 +84,7 @@ def test_search_queries_run_on_the_configured_intra_op_threads(tmp_path, resourc
     assert threads(resources) == 2  # models.query_threads' default
     one = Resources(make_config(tmp_path, models={"query_threads": 1}))
     one.__dict__["embedder"] = resources.embedder
-    assert threads(one) == 1
+    assert threads(one) == 1 and one.query_embedder._model.lanes is None  # one thread: one lane
     same = one.query_embedder.embed(TEXTS) * resources.query_embedder.embed(TEXTS)
     assert same.sum(axis=1).min() > 0.9999  # threads change the speed, not the vectors
 
@@ -146,3 +146,41 @@ def test_a_model_that_refuses_two_rows_runs_them_one_at_a_time(resources) -> Non
 
     assert batch_dependent(OneRow(), model.tokenizer, model.inputs, model.outputs[0])
     assert not batch_dependent(model.session, model.tokenizer, model.inputs, model.outputs[0])
+
+
+def test_several_lone_rows_run_at_once_on_a_one_thread_session(resources, monkeypatch) -> None:
+    # Run alone, eight concurrent searches' queries would each wait for the one before on the
+    # session's two threads; two one-thread runs at once cost less CPU a query.
+    import threading
+
+    queries = resources.query_embedder
+    model = queries._model
+    assert model.lanes is not None and model.single.get_session_options().intra_op_num_threads == 1
+    assert resources.embedder._model.lanes is None  # a model that batches needs none
+    real, ran = model.single, []
+
+    class Counted:
+        def run(self, outputs, feed):  # type: ignore[no-untyped-def]
+            ran.append(threading.get_ident())
+            return real.run(outputs, feed)
+
+    monkeypatch.setattr(model, "single", Counted())
+    texts = [*TEXTS, "x", "a far longer query about the half-life of caffeine in adults"]
+    alone = np.stack([queries.embed([t])[0] for t in texts])
+    assert ran == []  # one row keeps the session's threads
+    assert np.array_equal(queries.embed(texts), alone)
+    assert len(ran) == len(texts) and threading.get_ident() not in ran
+
+
+def test_lanes_need_sessions_that_agree_bit_for_bit(resources) -> None:
+    from ragstack.onnx import same_outputs
+
+    model = resources.query_embedder._model
+    args = (model.tokenizer, model.inputs, model.outputs[0])
+    assert same_outputs(model.session, model.single, *args)
+
+    class Rounded:  # a CPU whose kernels split a sum by thread count rounds differently
+        def run(self, outputs, feed):  # type: ignore[no-untyped-def]
+            return [np.asarray(model.session.run(outputs, feed)[0]) + np.float32(1e-7)]
+
+    assert not same_outputs(model.session, Rounded(), *args)
