@@ -95,9 +95,10 @@ class ModelsConfig(_Strict):
     query_threads: int = Field(
         2,
         ge=0,
-        description="Intra-op threads of the int8 query embedder (0: ONNX Runtime decides). A query is a "
-        "few dozen word pieces: a second thread does not speed one up, but runs the batches that "
-        "concurrent searches share faster (`ragstack bench embed`; README, Speed).",
+        description="Intra-op threads of the int8 query embedder for a lone query (0: ONNX Runtime "
+        "decides), and how many queries of concurrent searches it runs at once, each on one thread: "
+        "int8 vectors would depend on their batch-mates, so its queries never share a run "
+        "(`ragstack bench embed`; README, Speed).",
     )
     tuned_dir: Path | None = Field(
         None,
