@@ -157,12 +157,12 @@ bench-deps: $(STAMP)  ## the PyTorch reference for bench embed (CPU torch, sente
 
 CROSS_ENCODER := .ragstack/bench/cross-encoder
 
-$(CROSS_ENCODER)/model.onnx: $(TOOLS)
+$(CROSS_ENCODER)/model.int8.onnx: $(TOOLS)
 	.venv-export/bin/python tests/tools/make_cross_encoder.py .ragstack/bench/cross-encoder-hf '[]'
 	RAGSTACK__RETRIEVE__RERANKER_DIR=$(CROSS_ENCODER) $(BIN)/ragstack models install cross-encoder \
 		--from .ragstack/bench/cross-encoder-hf --tool-env .venv-export --force
 
-bench: install bench-deps $(CROSS_ENCODER)/model.onnx  ## every speed figure in the README (run `make eval` first: it ingests the corpora; about an hour)
+bench: install bench-deps $(CROSS_ENCODER)/model.int8.onnx  ## every speed figure in the README (run `make eval` first: it ingests the corpora; about an hour)
 	$(BIN)/ragstack bench embed $(DATA)/scifact --json
 	$(call IN,scifact) $(BIN)/ragstack bench query $(DATA)/scifact --split train --json
 	$(call IN,scifact) $(BIN)/ragstack bench ann $(DATA)/scifact --split train

@@ -441,6 +441,13 @@ class RetrieveConfig(_Strict):
         description="model.onnx + tokenizer.json (`ragstack models install cross-encoder --from DIR`).",
     )
     rerank_factor: int = Field(10, ge=1, le=50, description="Reranked candidates = top_k times this.")
+    rerank_precision: Literal["fp32", "int8"] = Field(
+        "fp32",
+        description="The cross-encoder's weights: model.onnx, or model.int8.onnx beside it (`ragstack "
+        "models install cross-encoder` writes both): int8 is about twice as fast on CPU, and `ragstack "
+        "bench rerank` reports how closely its scores rank the candidates as fp32's do. fp32 by "
+        "default: no trained cross-encoder here could show what int8 costs in ranking (README, Speed).",
+    )
     page_search: bool = Field(
         False,
         description="Also search whole pages and lift the chunk each page hit maps to (off: README, "

@@ -28,7 +28,8 @@ from pathlib import Path
 EMBEDDER = "all-minilm-l6-v2"
 CROSS_ENCODER = "cross-encoder"
 FILES = ("model.onnx", "tokenizer.json")  # what a model folder must hold to load
-# Beside model.onnx: the same model with int8 weights, for the latency-bound side (search queries).
+# Beside model.onnx: the same model with int8 weights, for the latency-bound side (search queries;
+# reranking, when `retrieve.rerank_precision` says so).
 # Dynamic quantization, per output channel, of the MatMuls only: per-tensor scales, or quantized
 # embeddings too, moved all-MiniLM-L6-v2's vectors far further from fp32 when this was chosen.
 QUANTIZED = "model.int8.onnx"
@@ -140,8 +141,7 @@ def export(
             shutil.copy2(out / name, stage / name)
         shutil.copy2(source / "config.json", stage / "config.json")
         progress(f"exported in {time.monotonic() - started:.0f} s")
-        if task == "feature-extraction":  # an embedder: its queries run on the int8 weights
-            quantize(stage, tool_env, progress)
+        quantize(stage, tool_env, progress)  # an embedder's queries run on it; a cross-encoder's, by choice
         if check is not None:
             check(stage)
 
@@ -149,7 +149,7 @@ def export(
 def quantize(folder: Path, tool_env: Path, progress: Progress) -> None:
     """Writes `folder`/model.int8.onnx from its model.onnx (in the tool environment, which has the
     `onnx` package that quantization needs; seconds)."""
-    progress(f"writing {QUANTIZED}: int8 weights for queries")
+    progress(f"writing {QUANTIZED}: the same model with int8 weights")
     partial = folder / f".{QUANTIZED}.partial"
     run_tool(
         [str(tool_python(tool_env, progress)), "-c", _QUANTIZE, str(folder / "model.onnx"), str(partial)]

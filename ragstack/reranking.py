@@ -18,17 +18,25 @@ from ragstack import onnx
 
 class CrossEncoder:
     def __init__(
-        self, model_dir: Path, provider: str = "auto", batch_size: int = 32, max_length: int = 512
+        self,
+        model_dir: Path,
+        provider: str = "auto",
+        batch_size: int = 32,
+        max_length: int = 512,
+        file: str = "model.onnx",
     ) -> None:
+        """`file`: the model in `model_dir` to run (model.int8.onnx: its int8 weights, whose pairs
+        run one at a time, several at once: ragstack.onnx.OnnxModel.run)."""
         self._model = onnx.load(
             model_dir,
             provider,
             max_length,
             "install one you have with `ragstack models install cross-encoder --from DIR`",
+            file=file,
         )
         self.providers = self._model.providers
         self.batch_size = batch_size
-        self.name = f"cross-encoder:{model_dir.name}"
+        self.name = f"cross-encoder:{model_dir.name}" + ("" if file == "model.onnx" else f"/{file}")
 
     def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
         """One relevance logit per passage, in input order (higher is more relevant)."""

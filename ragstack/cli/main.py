@@ -658,7 +658,7 @@ def models_install(
     env = tool_env or locations.data_home() / "tools" / "export"
     if models.is_complete(target) and not force and source is None:
         click.echo(f"{name}: present at {target} (--force installs it again)")
-        if name == "embedder" and not (target / models.QUANTIZED).is_file():  # an older install
+        if not (target / models.QUANTIZED).is_file():  # an older install, or an ONNX export copied in
             try:
                 models.quantize(target, env, progress)
                 check(target)

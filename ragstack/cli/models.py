@@ -71,11 +71,14 @@ def check_cross_encoder(cfg: Config) -> Callable[[Path], None]:
     def check(folder: Path) -> None:
         from ragstack.reranking import CrossEncoder
 
-        try:
-            scores = CrossEncoder(folder, cfg.models.provider).score("a question", ["a passage"])
-        except Exception as err:
-            raise InstallError(f"the model in {folder} does not load as a cross-encoder: {err}") from None
-        if scores.shape != (1,):
-            raise InstallError(f"the model in {folder} gives no single relevance score per passage")
+        files = ["model.onnx", *([QUANTIZED] if (folder / QUANTIZED).is_file() else [])]
+        for file in files:  # model.int8.onnx, which retrieve.rerank_precision may pick, loads too
+            try:
+                ce = CrossEncoder(folder, cfg.models.provider, file=file)
+                scores = ce.score("a question", ["a passage"])
+            except Exception as err:
+                raise InstallError(f"{folder / file} does not load as a cross-encoder: {err}") from None
+            if scores.shape != (1,):
+                raise InstallError(f"{folder / file} gives no single relevance score per passage")
 
     return check

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping
 
+from ragstack.models import QUANTIZED
 from ragstack.reranking import CrossEncoder
 from ragstack.resources import Resources
 from ragstack.service import ServiceSpec
@@ -23,6 +25,8 @@ from services.retrieve.graph_search import GraphSearch
 from services.retrieve.page_picture import ChunkPictures
 from services.retrieve.searcher import Feedback, Searcher
 from services.retrieve.servicer import RetrieveServicer, register
+
+log = logging.getLogger(__name__)
 
 # The stores of shared state this service opens (`ragstack migrate` brings them all up to date).
 STATE = (database_store,)
@@ -126,4 +130,15 @@ def _reranker(res: Resources) -> CrossEncoder | None:
     r = res.cfg.retrieve
     if r.reranker == "none":
         return None
-    return CrossEncoder(r.reranker_dir, res.cfg.models.provider, res.cfg.models.batch_size)
+    file = "model.onnx"
+    if r.rerank_precision == "int8":
+        if (r.reranker_dir / QUANTIZED).is_file():
+            file = QUANTIZED
+        else:
+            log.warning(
+                "retrieve.rerank_precision is int8 but %s has no %s: reranking runs in fp32 "
+                "(`ragstack models install cross-encoder --from DIR` writes it)",
+                r.reranker_dir,
+                QUANTIZED,
+            )
+    return CrossEncoder(r.reranker_dir, res.cfg.models.provider, res.cfg.models.batch_size, file=file)
