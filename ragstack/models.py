@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import logging
 import os
 import shutil
 import subprocess
@@ -33,6 +34,19 @@ FILES = ("model.onnx", "tokenizer.json")  # what a model folder must hold to loa
 # Dynamic quantization, per output channel, of the MatMuls only: per-tensor scales, or quantized
 # embeddings too, moved all-MiniLM-L6-v2's vectors far further from fp32 when this was chosen.
 QUANTIZED = "model.int8.onnx"
+log = logging.getLogger(__name__)
+
+
+def int8_installed(folder: Path, setting: str, fix: str) -> bool:
+    """Whether `folder` holds the int8 weights that `setting` asks for; when it does not, a warning
+    says that the model runs in fp32 and that `fix` adds them."""
+    if (folder / QUANTIZED).is_file():
+        return True
+    msg = "%s wants int8 but %s has no %s: the model runs in fp32 (`%s` adds it)"
+    log.warning(msg, setting, folder, QUANTIZED, fix)
+    return False
+
+
 _QUANTIZE = (
     "import sys; from onnxruntime.quantization import QuantType, quantize_dynamic; "
     "quantize_dynamic(sys.argv[1], sys.argv[2], per_channel=True, op_types_to_quantize=['MatMul'], "

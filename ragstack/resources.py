@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import logging
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -17,9 +16,6 @@ if TYPE_CHECKING:
     from ragstack.guard.databases import DatabaseGuard
     from ragstack.llm import LLM
     from ragstack.tuning.shelf import Shelf
-
-
-log = logging.getLogger(__name__)
 
 
 class Resources:
@@ -41,20 +37,14 @@ class Resources:
         int8 weights when installed (on CPU, for auto), else the embedder itself (with a warning
         naming the fix when int8 was wanted)."""
         from ragstack.embedding import Embedder
-        from ragstack.models import QUANTIZED
+        from ragstack.models import QUANTIZED, int8_installed
 
         m = self.cfg.models
         precision = self.cfg.retrieve.query_precision
         on_gpu = "CUDAExecutionProvider" in self.embedder.providers
         if precision == "fp32" or (precision == "auto" and on_gpu):
             return self.embedder
-        if not (m.embedder_dir / QUANTIZED).is_file():
-            log.warning(
-                "retrieve.query_precision wants int8 but %s has no %s: queries are embedded in fp32 "
-                "(`ragstack models install` adds it)",
-                m.embedder_dir,
-                QUANTIZED,
-            )
+        if not int8_installed(m.embedder_dir, "retrieve.query_precision", "ragstack models install"):
             return self.embedder
         return Embedder(m.embedder_dir, m.provider, m.batch_size, m.max_length, m.query_threads, QUANTIZED)
 

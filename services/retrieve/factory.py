@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Mapping
 
-from ragstack.models import QUANTIZED
+from ragstack.models import QUANTIZED, int8_installed
 from ragstack.reranking import CrossEncoder
 from ragstack.resources import Resources
 from ragstack.service import ServiceSpec
@@ -25,8 +24,6 @@ from services.retrieve.graph_search import GraphSearch
 from services.retrieve.page_picture import ChunkPictures
 from services.retrieve.searcher import Feedback, Searcher
 from services.retrieve.servicer import RetrieveServicer, register
-
-log = logging.getLogger(__name__)
 
 # The stores of shared state this service opens (`ragstack migrate` brings them all up to date).
 STATE = (database_store,)
@@ -130,15 +127,8 @@ def _reranker(res: Resources) -> CrossEncoder | None:
     r = res.cfg.retrieve
     if r.reranker == "none":
         return None
-    file = "model.onnx"
-    if r.rerank_precision == "int8":
-        if (r.reranker_dir / QUANTIZED).is_file():
-            file = QUANTIZED
-        else:
-            log.warning(
-                "retrieve.rerank_precision is int8 but %s has no %s: reranking runs in fp32 "
-                "(`ragstack models install cross-encoder --from DIR` writes it)",
-                r.reranker_dir,
-                QUANTIZED,
-            )
+    int8 = r.rerank_precision == "int8" and int8_installed(
+        r.reranker_dir, "retrieve.rerank_precision", "ragstack models install cross-encoder"
+    )
+    file = QUANTIZED if int8 else "model.onnx"
     return CrossEncoder(r.reranker_dir, res.cfg.models.provider, res.cfg.models.batch_size, file=file)
