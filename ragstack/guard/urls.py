@@ -7,7 +7,8 @@ ingest fetch goes through `Fetcher`:
   private, link-local, cloud metadata, IPv4 inside IPv6, ...) unless `ingest.fetch_allow` lets it
   through; the request then goes to the checked address, with the name in the Host header and the TLS
   SNI (so certificates are checked against the name), leaving DNS no second answer to give;
-- redirects are followed by hand, at most `max_redirects`, every hop checked again;
+- redirects are followed by hand, at most `max_redirects`, every hop checked again (a request signed
+  for one URL, S3's, follows none: the redirect is its answer);
 - the body is streamed and cut once it grows past `max_bytes` (after content decoding, so a compressed
   bomb is cut too), within one deadline per page that covers connecting, the headers and the body;
 - network failures all read the same whatever the port did (closed, open but silent, not HTTP, TLS);
@@ -53,7 +54,12 @@ _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _METHODS = frozenset({"GET", "PROPFIND"})  # PROPFIND: a WebDAV folder's listing
 # The headers a caller may add: validators, a WebDAV depth, a body's type. The rest (host, auth,
 # encodings) stay the fetcher's, so no caller can undo what the guard sets.
-_CALLER_HEADERS = frozenset({"if-none-match", "if-modified-since", "depth", "content-type", "accept"})
+_CALLER_HEADERS = frozenset(
+    {"if-none-match", "if-modified-since", "if-match", "depth", "content-type", "accept"}
+)
+# A request signed for one URL (S3's signature version 4): sent only where no redirect is followed,
+# so the signature and its session token never reach another address.
+_SIGNED_HEADERS = frozenset({"authorization", "x-amz-date", "x-amz-content-sha256", "x-amz-security-token"})
 _MAX_REQUEST_BODY = 64 * 1024
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -376,14 +382,16 @@ class _Request:
         return _Request("GET", headers, b"")
 
 
-def _request(method: str, headers: dict[str, str] | None, content: bytes) -> _Request:
+def _request(method: str, headers: dict[str, str] | None, content: bytes, redirects: bool) -> _Request:
     """The caller's part of a request, checked: a mistake here is a bug, so it raises ValueError."""
     if method not in _METHODS:
         raise ValueError(f"method {method!r}: the fetcher sends {sorted(_METHODS)} only")
     extra = {k.lower(): v for k, v in (headers or {}).items()}
-    refused = sorted(set(extra) - _CALLER_HEADERS)
+    allowed = _CALLER_HEADERS if redirects else _CALLER_HEADERS | _SIGNED_HEADERS
+    refused = sorted(set(extra) - allowed)
     if refused:
-        raise ValueError(f"headers {refused}: a caller may set {sorted(_CALLER_HEADERS)} only")
+        signed = " (signed headers: only with redirects=False)" if set(refused) & _SIGNED_HEADERS else ""
+        raise ValueError(f"headers {refused}: a caller may set {sorted(allowed)} only{signed}")
     if any("\r" in v or "\n" in v for v in extra.values()):
         raise ValueError("a header value holds a line break")
     if len(content) > _MAX_REQUEST_BODY:
@@ -443,14 +451,16 @@ class Fetcher:
         method: str = "GET",
         headers: dict[str, str] | None = None,
         content: bytes = b"",
+        redirects: bool = True,
     ) -> Fetched:
         """GET `url` (or `method` it), following redirects. `auth` (or the URL's userinfo) goes to the
         URL's origin only. The page's deadline is `timeout_s` from now, or `deadline` (on this fetcher's
         clock) if sooner. `headers` (validators such as If-None-Match, Depth, Content-Type, Accept) and
         `content` go with every hop; a 303 turns the request into a GET without a body. Raises
         FetchRefused, FetchTooLarge or FetchFailed; other statuses than redirects (304 included) are
-        returned."""
-        request = _request(method, headers, content)
+        returned. `redirects=False`: a redirect is returned too, unfollowed, and the request may carry
+        a signature for its one URL (Authorization, X-Amz-*)."""
+        request = _request(method, headers, content, redirects)
         end = self._clock() + self._timeout_s
         if deadline is not None:
             end = min(end, deadline)
@@ -462,7 +472,7 @@ class Fetcher:
             own = credentials if target.origin == origin else None
             response = self._send(target, own, end, via, request)
             location = response.headers.get("location") if response.status_code in _REDIRECTS else None
-            if not location:
+            if not location or not redirects:
                 return self._finish(target, response, end)
             response.close()
             request = request.redirected(response.status_code)

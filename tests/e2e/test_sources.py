@@ -17,6 +17,7 @@ import pytest
 from ragstack.config import SourceConfig
 from ragstack.domain import SearchMode
 from ragstack.rpc.clients import RetrieveClient, open_channel
+from services.ingest.syncing.s3 import found_credentials
 from tests.conftest import make_config, start_with
 from tests.tools.s3 import s3_bucket
 from tests.tools.websites import Page, serve_web
@@ -247,6 +248,7 @@ async def test_an_s3_source_follows_its_objects(world: World, monkeypatch: pytes
         # The ingest service's environment holds the credentials, never the source.
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", options["aws_access_key_id"])
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", options["aws_secret_access_key"])
+        found_credentials.cache_clear()  # looked for once a process: look again, in this environment
         bucket = url.removeprefix("s3://")
         s3 = boto3.client(
             "s3",

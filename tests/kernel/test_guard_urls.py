@@ -587,6 +587,27 @@ def test_auth_argument_goes_to_the_url_origin_only(servers: Callable[..., Server
     assert "authorization" not in a.seen[0].headers
 
 
+def test_a_signed_request_goes_to_its_one_url_and_a_redirect_comes_back_unfollowed(
+    servers: Callable[..., Server],
+) -> None:
+    """A request carrying a signature (S3's) is never sent on: with redirects=False the 3xx is the
+    answer, and the signed headers are refused where redirects would be followed."""
+    a = servers("127.0.0.1")
+    b = servers("127.0.0.2")
+    b.route = lambda h: redirect(h, a.url("/other"), 307)
+    signed = {"Authorization": "AWS4-HMAC-SHA256 Credential=k/...", "X-Amz-Date": "20261207T000000Z"}
+    with Fetcher(LOOPBACK_ALLOWED) as fetcher:
+        page = fetcher.fetch(b.url("/bucket?list-type=2"), headers=signed, redirects=False)
+        assert page.status == 307 and page.headers["location"] == a.url("/other")
+        assert b.seen[0].headers["authorization"].startswith("AWS4-HMAC-SHA256")
+        assert b.seen[0].headers["x-amz-date"] == "20261207T000000Z" and a.seen == []
+        with pytest.raises(ValueError, match=r"signed headers: only with redirects=False"):
+            fetcher.fetch(b.url("/bucket"), headers=signed)
+        with pytest.raises(ValueError, match="a caller may set"):
+            fetcher.fetch(b.url("/bucket"), headers={"host": "elsewhere"}, redirects=False)
+    assert len(b.seen) == 1 and a.seen == []
+
+
 def test_fetched_url_has_no_userinfo(servers: Callable[..., Server]) -> None:
     a = servers()
     with Fetcher(LOOPBACK_ALLOWED) as fetcher:

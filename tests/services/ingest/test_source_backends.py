@@ -1,5 +1,5 @@
-"""The remote sources' backends (services/ingest/syncing/remote.py) against real servers on loopback:
-a small http.server for pages and sitemaps, wsgidav for WebDAV, moto for S3."""
+"""The remote sources' backends (services/ingest/syncing/remote.py and s3.py) against real servers on
+loopback: a small http.server for pages and sitemaps, wsgidav for WebDAV, moto for S3."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from ragstack.errors import InvalidArgument
 from ragstack.guard.paths import PathGuard
 from services.ingest.crawler import CrawlLimits, fetcher_for
 from services.ingest.syncing import remote
+from services.ingest.syncing import s3 as remote_s3
 from services.ingest.syncing.backends import (
     Checkpoint,
     Entry,
@@ -32,11 +33,11 @@ from services.ingest.syncing.backends import (
 from services.ingest.syncing.remote import (
     HttpBackend,
     ReadFailed,
-    S3Backend,
     SitemapBackend,
     WebDavBackend,
     open_backend,
 )
+from services.ingest.syncing.s3 import S3Backend
 from tests.tools.webdav import webdav_server
 from tests.tools.websites import Page, Web, serve_web
 
@@ -400,7 +401,7 @@ def moto() -> Iterator[tuple[str, str, Any]]:
 
 
 @pytest.fixture
-def bucket(moto: tuple[str, str, Any], monkeypatch: pytest.MonkeyPatch) -> Bucket:
+def bucket(moto: tuple[str, str, Any], monkeypatch: pytest.MonkeyPatch) -> Iterator[Bucket]:
     for key in (
         "AWS_ENDPOINT",
         "AWS_ENDPOINT_URL",
@@ -411,45 +412,119 @@ def bucket(moto: tuple[str, str, Any], monkeypatch: pytest.MonkeyPatch) -> Bucke
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    remote_s3.found_credentials.cache_clear()  # the credentials are read once a process: read these
     name, endpoint, client = moto
-    return Bucket(name, endpoint, client, f"p{uuid.uuid4().hex[:8]}")
+    yield Bucket(name, endpoint, client, f"p{uuid.uuid4().hex[:8]}")
+    remote_s3.found_credentials.cache_clear()
 
 
-def s3_backend(b: Bucket, prefix: str = "", **kw: Any) -> S3Backend:
+def s3_backend(b: Bucket, prefix: str = "", allow: tuple[str, ...] = ("127.0.0.1",), **kw: Any) -> S3Backend:
     options: dict[str, Any] = {"endpoint": b.endpoint, "region": "us-east-1", "max_items": 10}
-    options.update(allow=("127.0.0.1",), timeout_s=5.0)
     options.update(kw)
-    return S3Backend(f"s3://{b.name}/{prefix or b.prefix}", **options)
+    fetcher = fetcher_for(CrawlLimits(fetch_allow=allow, page_timeout_s=5.0))
+    return S3Backend(f"s3://{b.name}/{prefix or b.prefix}", fetcher, **options)
 
 
 def test_s3_lists_objects_under_the_prefix(bucket: Bucket) -> None:
     put = bucket.client.put_object
     put(Bucket=bucket.name, Key=f"{bucket.prefix}/a.md", Body=b"alpha")
-    put(Bucket=bucket.name, Key=f"{bucket.prefix}/sub/b c.txt", Body=b"beta!")
+    put(Bucket=bucket.name, Key=f"{bucket.prefix}/sub/b c+d%.txt", Body=b"beta!")
     put(Bucket=bucket.name, Key=f"{bucket.prefix}/sub/x.tmp", Body=b"tmp")
     put(Bucket=bucket.name, Key=f"{bucket.prefix}/.git/config", Body=b"hidden")
+    put(Bucket=bucket.name, Key=f"{bucket.prefix}/../odd.md", Body=b"odd")
     put(Bucket=bucket.name, Key=f"{bucket.prefix}x/outside.md", Body=b"not under the prefix")
     put(Bucket=bucket.name, Key=f"{bucket.prefix}/sub/", Body=b"")  # a folder marker
     backend = s3_backend(bucket)
     found = entries(scan_all(backend, wanted=selector((), ("*.tmp",))))
-    assert sorted(found) == ["a.md", "sub/b c.txt"]
+    assert sorted(found) == ["a.md", "sub/b c+d%.txt"]  # hidden and dot segments skipped
     a = found["a.md"]
     assert a.source == f"s3://{bucket.name}/{bucket.prefix}/a.md" and a.size == 5
     assert a.revision == '"' + hashlib.md5(b"alpha").hexdigest() + '"'
-    assert a.read() == b"alpha" and found["sub/b c.txt"].read() == b"beta!"
+    assert a.read() == b"alpha" and found["sub/b c+d%.txt"].read() == b"beta!"
 
     put(Bucket=bucket.name, Key=f"{bucket.prefix}/a.md", Body=b"alpha, changed")
     with pytest.raises(ReadFailed, match="changed since it was listed"):
         a.read()  # the listed version is gone: never read as if it were
     changed = entries(scan_all(backend))["a.md"]
     assert changed.revision != a.revision and changed.read() == b"alpha, changed"
-    listed = found["sub/b c.txt"]
-    bucket.client.delete_object(Bucket=bucket.name, Key=f"{bucket.prefix}/sub/b c.txt")
-    assert "sub/b c.txt" not in entries(scan_all(backend))
+    listed = found["sub/b c+d%.txt"]
+    bucket.client.delete_object(Bucket=bucket.name, Key=f"{bucket.prefix}/sub/b c+d%.txt")
+    assert "sub/b c+d%.txt" not in entries(scan_all(backend))
     with pytest.raises(ReadFailed, match="gone since it was listed"):
         listed.read()
     with pytest.raises(ScanError, match=r"more than 1 objects \(ingest\.source_max_items\)"):
         scan_all(s3_backend(bucket, max_items=1))
+    backend.close()
+
+
+def test_s3_lists_page_after_page(bucket: Bucket, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(remote_s3, "PAGE_KEYS", 2)  # pages of two keys: five objects take three pages
+    for n in range(5):
+        bucket.client.put_object(Bucket=bucket.name, Key=f"{bucket.prefix}/n{n}.md", Body=b"x")
+    assert sorted(entries(scan_all(s3_backend(bucket)))) == [f"n{n}.md" for n in range(5)]
+    with pytest.raises(ScanError, match="goes on past 1 objects"):
+        scan_all(s3_backend(bucket, max_items=1, checkpoint=lambda: None), wanted=selector(("none",), ()))
+
+
+def test_s3_requests_are_signed_as_aws_checks_them(
+    moto: tuple[str, str, Any], bucket: Bucket, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """moto, asked to authenticate every request, verifies each signature (botocore's own check) and
+    answers 403 SignatureDoesNotMatch to a wrong one; a session token is signed too."""
+    import boto3
+    from moto import settings
+
+    _, endpoint, _ = moto
+    iam = boto3.client(
+        "iam",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+    )
+    user = f"reader-{uuid.uuid4().hex[:8]}"
+    iam.create_user(UserName=user)
+    policy = (
+        '{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}'
+    )
+    iam.put_user_policy(UserName=user, PolicyName="read", PolicyDocument=policy)
+    key = iam.create_access_key(UserName=user)["AccessKey"]
+    bucket.client.put_object(Bucket=bucket.name, Key=f"{bucket.prefix}/signed me.md", Body=b"signed")
+    monkeypatch.setattr(settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", key["AccessKeyId"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"])
+    remote_s3.found_credentials.cache_clear()  # reads the environment again
+    [entry] = scan_all(s3_backend(bucket))
+    assert entry.read() == b"signed"
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+    remote_s3.found_credentials.cache_clear()  # reads the environment again
+    with pytest.raises(ScanError, match=r"HTTP 403 \(SignatureDoesNotMatch\); credentials come from") as err:
+        scan_all(s3_backend(bucket))
+    assert "not-the-secret" not in str(err.value)
+
+
+def test_s3_never_follows_a_redirect(web: Web) -> None:
+    """A signed request is for one address: an S3 server that redirects is refused, never followed,
+    wherever it points (here, to a page the same server holds)."""
+    web.pages["/secret.md"] = Page(b"# secret")
+    listing = "/bkt?encoding-type=url&list-type=2&max-keys=1000&prefix=docs%2F"
+    web.pages[listing] = Page(b"", {"Location": f"{web.url}/secret.md"}, status=307)
+    backend = S3Backend(
+        "s3://bkt/docs", fetcher_for(LOOPBACK), endpoint=web.url, region="us-east-1", max_items=5
+    )
+    with pytest.raises(ScanError, match=r"HTTP 307: the server redirects.*never follow a redirect"):
+        scan_all(backend)
+    assert [p for _, p, _ in web.requests] == [listing]
+    body = (
+        b"<ListBucketResult><IsTruncated>false</IsTruncated><Contents><Key>docs/a.md</Key>"
+        b"<ETag>&quot;e&quot;</ETag><Size>9</Size></Contents></ListBucketResult>"
+    )
+    web.pages[listing] = Page(body, {"Content-Type": "application/xml"})
+    web.pages["/bkt/docs/a.md"] = Page(b"", {"Location": f"{web.url}/secret.md"}, status=302)
+    [entry] = scan_all(backend)
+    with pytest.raises(ReadFailed, match="HTTP 302: the server redirects"):
+        entry.read()
+    assert "/secret.md" not in [p for _, p, _ in web.requests]
     backend.close()
 
 
@@ -461,21 +536,23 @@ def test_s3_endpoint_on_loopback_is_refused_without_fetch_allow(bucket: Bucket) 
 
 def test_s3_errors_are_clear_and_hold_no_credentials(bucket: Bucket, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "very-secret-key")
+    remote_s3.found_credentials.cache_clear()  # reads the environment again
     missing = S3Backend(
         "s3://no-such-bucket-here/docs",
+        fetcher_for(LOOPBACK),
         endpoint=bucket.endpoint,
         region="us-east-1",
         max_items=10,
-        allow=("127.0.0.1",),
-        timeout_s=5.0,
     )
     with pytest.raises(ScanError) as err:
         scan_all(missing)
     assert "NoSuchBucket" in str(err.value) and "very-secret-key" not in str(err.value)
-    bucket.client.put_object(Bucket=bucket.name, Key=f"{bucket.prefix}/ok.md", Body=b"ok")
-    bucket.client.put_object(Bucket=bucket.name, Key=f"{bucket.prefix}/../odd.md", Body=b"odd")
-    with pytest.raises(ScanError, match=r"the key '.*/\.\./odd\.md' has an empty, '\.' or '\.\.' segment"):
-        scan_all(s3_backend(bucket))  # obstore cannot list past it: said, not taken for a short listing
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        down = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    with pytest.raises(ScanError, match="unreachable, refused, timed out or not an S3 server"):
+        scan_all(S3Backend("s3://bucket/p", fetcher_for(LOOPBACK), endpoint=down, max_items=1))
+    fetcher = fetcher_for(LOOPBACK)
     for url, said in (
         ("s3://key:secret@bucket/p", "no credentials"),
         ("s3://Bad_Bucket/p", "bucket name"),
@@ -483,12 +560,32 @@ def test_s3_errors_are_clear_and_hold_no_credentials(bucket: Bucket, monkeypatch
         ("http://bucket/p", "s3://bucket/prefix"),
     ):
         with pytest.raises(InvalidArgument, match=said) as refused:
-            S3Backend(url, max_items=1)
+            S3Backend(url, fetcher, max_items=1)
         assert "secret" not in str(refused.value)
     with pytest.raises(InvalidArgument, match="region"):
-        S3Backend("s3://bucket/p", region="evil.example.com/", max_items=1)
+        S3Backend("s3://bucket/p", fetcher, region="evil.example.com/", max_items=1)
     with pytest.raises(InvalidArgument, match="endpoint"):
-        S3Backend("s3://bucket/p", endpoint="http://u:p@host:9000/path", max_items=1)
+        S3Backend("s3://bucket/p", fetcher, endpoint="http://u:p@host:9000/path", max_items=1)
+    with pytest.raises(InvalidArgument, match="AWS_ENDPOINT_URL_S3: an S3 endpoint is"):
+        S3Backend("s3://bucket/p", fetcher, max_items=1, environ={"AWS_ENDPOINT_URL_S3": "ftp://x/y"})
+
+
+def test_s3_endpoint_and_region_from_the_environment(web: Web) -> None:
+    """Without an endpoint of its own, a source goes where the service's environment says (the AWS
+    SDKs' AWS_ENDPOINT_URL_S3), else to AWS in its region; a default port is left out of the Host
+    header a request is signed with."""
+    listing = "/bkt?encoding-type=url&list-type=2&max-keys=1000"
+    web.pages[listing] = Page(b"<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>")
+    env = {"AWS_ENDPOINT_URL_S3": web.url, "AWS_DEFAULT_REGION": "eu-north-1"}
+    unsigned = S3Backend(
+        "s3://bkt", fetcher_for(LOOPBACK), max_items=5, environ=env, credentials=lambda: None
+    )
+    assert scan_all(unsigned) == [] and web.requests[-1][1] == listing
+    assert "authorization" not in {k.lower() for k in web.requests[-1][2]}
+    aws = S3Backend("s3://bkt/p", fetcher_for(LOOPBACK), max_items=5, environ={"AWS_REGION": "eu-west-3"})
+    assert aws._base == "https://s3.eu-west-3.amazonaws.com/bkt"
+    assert remote_s3.s3_endpoint("HTTP://Minio.Example:80/") == "http://minio.example"
+    assert remote_s3.s3_endpoint("https://[::1]:9000") == "https://[::1]:9000"
 
 
 # --- the factory and the fetcher -------------------------------------------------------------------

@@ -1,0 +1,265 @@
+"""S3 sources: the objects under s3://bucket/prefix, on AWS or an S3-compatible server, listed and
+read through the guarded fetcher (ragstack.guard.urls) like every other remote source, so the same
+rules hold: the host is checked against `ingest.fetch_allow` on every request and the request goes
+to the checked address, bodies are capped, each request has a deadline. Requests are signed (AWS
+signature version 4, by botocore) for one URL, so no redirect is followed: an S3 server that answers
+one is refused, whatever it points to. Credentials come from the ingest service's environment
+(botocore's chain: AWS_ACCESS_KEY_ID and the rest, AWS_PROFILE and the shared files, a container's
+or an instance's role), never from a source; with none, requests go unsigned (public buckets).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+from urllib.parse import quote, unquote_plus, urlencode, urlsplit
+from xml.etree.ElementTree import Element
+
+from ragstack.errors import InvalidArgument
+from ragstack.guard.urls import Fetched, Fetcher, FetchError, FetchRefused, FetchTooLarge, shown_url
+from services.ingest.syncing.backends import (
+    Checkpoint,
+    Entry,
+    ReadFailed,
+    ScanError,
+    no_checkpoint,
+)
+from services.ingest.syncing.listing_xml import children, clean_name, parse_xml, text_of
+
+MAX_ITEMS_KEY = "ingest.source_max_items"
+PAGE_KEYS = 1000  # keys a listing page asks for (S3's own maximum)
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+_REGION = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")  # it names the AWS host: nothing else may get in
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_CREDENTIALS = "credentials come from the ingest service's environment (AWS_ACCESS_KEY_ID, ...)"
+_ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+_CREDENTIAL_CODES = frozenset({"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken"})
+
+
+def s3_location(url: str) -> tuple[str, str]:
+    """(bucket, prefix without slashes at either end) of s3://bucket/prefix."""
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        raise InvalidArgument("an s3 source's URL is s3://bucket/prefix") from None
+    if parts.scheme.lower() != "s3":
+        raise InvalidArgument("an s3 source's URL is s3://bucket/prefix")
+    if "@" in parts.netloc:
+        raise InvalidArgument(f"an s3 URL carries no credentials: {_CREDENTIALS}")
+    if not _BUCKET.fullmatch(parts.netloc):
+        raise InvalidArgument(f"not a valid S3 bucket name: {parts.netloc[:80]!r}")
+    prefix = parts.path.strip("/")
+    if parts.query or parts.fragment or (prefix and any(s in ("", ".", "..") for s in prefix.split("/"))):
+        raise InvalidArgument(
+            "an s3 source's prefix is a plain key prefix (no query, no empty or dot segments)"
+        )
+    return parts.netloc, prefix
+
+
+def s3_endpoint(endpoint: str | None) -> str | None:
+    """An S3-compatible server's endpoint as http(s)://host[:port], the port left out when it is the
+    scheme's own (the Host header a request is signed with is written so)."""
+    if not endpoint:
+        return None
+    try:
+        parts = urlsplit(endpoint.strip())
+        port = parts.port
+    except ValueError:
+        raise InvalidArgument(f"not a valid S3 endpoint: {shown_url(endpoint)}") from None
+    scheme = parts.scheme.lower()
+    plain = scheme in _DEFAULT_PORTS and parts.hostname and parts.path in ("", "/")
+    if not plain or "@" in parts.netloc or parts.query or parts.fragment:
+        raise InvalidArgument(f"an S3 endpoint is http(s)://host[:port]: {shown_url(endpoint)}")
+    host = (parts.hostname or "").lower()
+    name = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{name}" + ("" if port in (None, _DEFAULT_PORTS[scheme]) else f":{port}")
+
+
+@functools.cache
+def found_credentials() -> Any:
+    """botocore's credentials, looked for once a process (None: there are none): its chain may ask an
+    instance's metadata service, which a process without a role should not wait for on every request;
+    what it finds there, it refreshes by itself."""
+    from botocore.session import Session
+
+    return Session().get_credentials()
+
+
+_credentials_lock = threading.Lock()
+
+
+def _credentials() -> Any:
+    """The credentials to sign a request with now (None: send it unsigned)."""
+    from botocore.exceptions import BotoCoreError
+
+    try:
+        with _credentials_lock:
+            found = found_credentials()
+        return None if found is None else found.get_frozen_credentials()
+    except BotoCoreError as err:
+        raise ScanError(f"no usable AWS credentials ({type(err).__name__}); {_CREDENTIALS}") from None
+
+
+class S3Backend:
+    """The objects under s3://bucket/prefix (or on an S3-compatible server at `endpoint`), listed with
+    ListObjectsV2: revision = ETag (else the modification time), name = the key relative to the prefix;
+    keys with empty, dot or hidden segments are skipped. Every listing page and read goes through
+    `fetcher` (its address rule, body cap and deadline); the listing ends at `max_items` keys, and
+    at the pages those keys fill, so a server answering pages of nothing ends too. `read` asks for
+    the listed ETag (If-Match) and stops past the listed size."""
+
+    def __init__(
+        self,
+        url: str,
+        fetcher: Fetcher,
+        *,
+        endpoint: str | None = None,
+        region: str | None = None,
+        max_items: int,
+        checkpoint: Checkpoint = no_checkpoint,
+        environ: Mapping[str, str] = os.environ,
+        credentials: Callable[[], Any] = _credentials,
+    ) -> None:
+        self._bucket, self._prefix = s3_location(url)
+        if region is not None and not _REGION.fullmatch(region):
+            raise InvalidArgument(f"not a valid S3 region: {region[:80]!r}")
+        self._endpoint = s3_endpoint(endpoint) or _environment_endpoint(environ)
+        self._region = region or environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+        if not _REGION.fullmatch(self._region):
+            raise InvalidArgument(f"not a valid S3 region: {self._region[:80]!r} (from the environment)")
+        # Path-style requests: a bucket name with dots still matches the endpoint's certificate.
+        self._base = f"{self._endpoint or f'https://s3.{self._region}.amazonaws.com'}/{self._bucket}"
+        self._fetcher = fetcher
+        self._max_items = max_items
+        self._checkpoint = checkpoint
+        self._credentials = credentials
+
+    def scan(self, known: Mapping[str, str], wanted: Callable[[str], bool]) -> Iterator[Entry]:
+        where = f"s3://{self._bucket}/{self._prefix}"
+        count, pages, token = 0, 0, ""
+        while True:
+            # Keys are counted below; pages too, for a server that answers pages of nothing (or of
+            # the same keys) with a fresh continuation token forever.
+            pages += 1
+            if pages > self._max_items // PAGE_KEYS + 2:
+                raise ScanError(
+                    f"{where}: the listing goes on past {self._max_items} objects ({MAX_ITEMS_KEY})"
+                )
+            self._checkpoint()
+            root = self._list_page(where, token)
+            for item in children(root, "Contents"):
+                entry = self._entry(item)
+                if entry is None or not wanted(entry.name):
+                    continue
+                count += 1
+                if count > self._max_items:
+                    raise ScanError(f"{where} holds more than {self._max_items} objects ({MAX_ITEMS_KEY})")
+                yield entry
+            token = text_of(root, "NextContinuationToken")
+            if text_of(root, "IsTruncated").lower() != "true" or not token:
+                return
+
+    def close(self) -> None:
+        self._fetcher.close()
+
+    def _list_page(self, where: str, token: str) -> Element:
+        query = {"list-type": "2", "max-keys": str(PAGE_KEYS), "encoding-type": "url"}
+        if self._prefix:
+            query["prefix"] = self._prefix + "/"
+        if token:
+            query["continuation-token"] = token
+        try:
+            page = self._get(f"{self._base}?{urlencode(sorted(query.items()), quote_via=quote, safe='-_.~')}")
+        except FetchError as err:
+            raise ScanError(f"could not list {where}: {_fetch_reason(err)}") from None
+        if page.status != 200:
+            raise ScanError(f"could not list {where}: {_status_reason(page)}")
+        return parse_xml(page.content, f"the listing of {where}")
+
+    def _entry(self, item: Element) -> Entry | None:
+        key = unquote_plus(text_of(item, "Key"))
+        size = text_of(item, "Size")
+        name = key[len(self._prefix) + 1 :] if self._prefix else key
+        # A folder marker ("docs/") has nothing to index, and neither has an empty object.
+        if not name or not clean_name(name) or not size.isdigit() or int(size) == 0:
+            return None
+        etag = text_of(item, "ETag")[:256]
+        revision = etag or text_of(item, "LastModified")[:64]
+        read = functools.partial(self._read, key, etag, int(size))
+        return Entry(f"s3://{self._bucket}/{key}", name, revision, int(size), read)
+
+    def _read(self, key: str, etag: str, size: int) -> bytes:
+        where = f"s3://{self._bucket}/{key}"
+        try:
+            found = self._get(f"{self._base}/{quote(key, safe='/-_.~')}", {"if-match": etag} if etag else {})
+        except ScanError as err:
+            raise ReadFailed(str(err)) from None
+        except FetchError as err:
+            raise ReadFailed(f"could not read {where}: {_fetch_reason(err)}") from None
+        if found.status == 412:
+            raise ReadFailed(f"{where} changed since it was listed; the next poll lists it again")
+        if found.status == 404:
+            raise ReadFailed(f"{where} is gone since it was listed")
+        if found.status != 200:
+            raise ReadFailed(f"could not read {where}: {_status_reason(found)}")
+        # (An object stored with a Content-Encoding comes decoded, larger than listed.)
+        if len(found.content) > size and not found.headers.get("content-encoding"):
+            raise ReadFailed(
+                f"{where} grew past the {size} bytes it was listed with; the next poll lists it again"
+            )
+        return found.content
+
+    def _get(self, url: str, headers: Mapping[str, str] | None = None) -> Fetched:
+        """GET `url`, signed when there are credentials; a redirect comes back as it is."""
+        signed = dict(headers or {})
+        credentials = self._credentials()
+        if credentials is not None:
+            from botocore.auth import S3SigV4Auth
+            from botocore.awsrequest import AWSRequest
+
+            request = AWSRequest("GET", url, headers=signed)
+            S3SigV4Auth(credentials, "s3", self._region).add_auth(request)
+            signed = {k.lower(): v for k, v in request.headers.items()}
+        return self._fetcher.fetch(url, headers=signed, redirects=False)
+
+
+def _environment_endpoint(environ: Mapping[str, str]) -> str | None:
+    """The endpoint the service's environment names for S3 (the AWS SDKs' variables), if any."""
+    for name in _ENDPOINT_VARIABLES:
+        if environ.get(name):
+            try:
+                return s3_endpoint(environ[name])
+            except InvalidArgument as err:
+                raise InvalidArgument(f"{name}: {err}") from None
+    return None
+
+
+def _fetch_reason(err: FetchError) -> str:
+    """A refusal says its rule (and the key that lifts it); a network failure reads the same whatever
+    the port did."""
+    if isinstance(err, FetchRefused | FetchTooLarge):
+        return str(err)
+    return "unreachable, refused, timed out or not an S3 server"
+
+
+def _status_reason(page: Fetched) -> str:
+    """An S3 error answer in a few words: the status and the error's code, never its message (which
+    may echo the request)."""
+    code = ""
+    if page.content.lstrip().startswith(b"<"):
+        try:
+            code = text_of(parse_xml(page.content[:65536], "an S3 error"), "Code")
+        except ScanError:
+            code = ""
+    code = code if re.fullmatch(r"[A-Za-z]{1,64}", code) else ""
+    said = f"HTTP {page.status}" + (f" ({code})" if code else "")
+    if 300 <= page.status < 400:
+        return (
+            f"{said}: the server redirects, and S3 requests are signed for one address and never "
+            "follow a redirect (set the source's region, or its endpoint)"
+        )
+    return f"{said}; {_CREDENTIALS}" if page.status in (401, 403) or code in _CREDENTIAL_CODES else said
