@@ -378,11 +378,17 @@ class SourceConfig(_Strict):
     endpoint: str | None = Field(
         None,
         max_length=2000,
-        description="s3 only: the endpoint of an S3-compatible server (http(s)://host:port); none: AWS. "
-        "Credentials come from the ingest service's environment (AWS_ACCESS_KEY_ID, ...), never from "
-        "the source.",
+        description="s3 only: the endpoint of an S3-compatible server (http(s)://host:port), checked "
+        "against ingest.fetch_allow like every fetch; none: the environment's AWS_ENDPOINT_URL_S3, else "
+        "AWS. Credentials come from the ingest service's environment (AWS_ACCESS_KEY_ID, ..., a role), "
+        "never from the source.",
     )
-    region: str | None = Field(None, max_length=64, description="s3 only: the bucket's region.")
+    region: str | None = Field(
+        None,
+        max_length=64,
+        description="s3 only: the bucket's region (signed into every request); none: AWS_REGION, else "
+        "AWS_DEFAULT_REGION, else us-east-1.",
+    )
 
     @field_validator("include", "exclude")
     @classmethod
