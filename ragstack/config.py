@@ -381,7 +381,8 @@ class SourceConfig(_Strict):
         description="s3 only: the endpoint of an S3-compatible server (http(s)://host:port), checked "
         "against ingest.fetch_allow like every fetch; none: the environment's AWS_ENDPOINT_URL_S3, else "
         "AWS. Credentials come from the ingest service's environment (AWS_ACCESS_KEY_ID, ..., a role), "
-        "never from the source.",
+        "never from the source, and sign only requests to AWS or to AWS_ENDPOINT_URL_S3: another "
+        "endpoint gets unsigned requests.",
     )
     region: str | None = Field(
         None,

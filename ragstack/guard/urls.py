@@ -50,7 +50,7 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 Resolver = Callable[[str], Sequence[str]]
 
 ALLOW_KEY = "ingest.fetch_allow"
-_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _METHODS = frozenset({"GET", "PROPFIND"})  # PROPFIND: a WebDAV folder's listing
 # The headers a caller may add: validators, a WebDAV depth, a body's type. The rest (host, auth,
 # encodings) stay the fetcher's, so no caller can undo what the guard sets.
@@ -471,7 +471,7 @@ class Fetcher:
         for _ in range(self._max_redirects + 1):
             own = credentials if target.origin == origin else None
             response = self._send(target, own, end, via, request)
-            location = response.headers.get("location") if response.status_code in _REDIRECTS else None
+            location = response.headers.get("location") if response.status_code in REDIRECTS else None
             if not location or not redirects:
                 return self._finish(target, response, end)
             response.close()

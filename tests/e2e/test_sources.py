@@ -248,6 +248,8 @@ async def test_an_s3_source_follows_its_objects(world: World, monkeypatch: pytes
         # The ingest service's environment holds the credentials, never the source.
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", options["aws_access_key_id"])
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", options["aws_secret_access_key"])
+        # ... and names the endpoint they may sign for (a source's endpoint alone gets no signature).
+        monkeypatch.setenv("AWS_ENDPOINT_URL_S3", options["aws_endpoint"])
         found_credentials.cache_clear()  # looked for once a process: look again, in this environment
         bucket = url.removeprefix("s3://")
         s3 = boto3.client(

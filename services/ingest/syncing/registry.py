@@ -18,6 +18,7 @@ from services.ingest.syncing import state as source_state
 from services.ingest.syncing.backends import Backend, Checkpoint, no_checkpoint
 from services.ingest.syncing.poller import SourcePoller
 from services.ingest.syncing.remote import open_backend
+from services.ingest.syncing.s3 import own_buckets
 from services.ingest.syncing.state import Retries, SourceStore
 from services.ingest.syncing.sync import Opener, SourceSync
 
@@ -55,9 +56,10 @@ def build_sources(
     )
     store.declare(cfg.sources)
     limits = CrawlLimits.from_config(ingest)
+    stores = own_buckets(cfg.storage.lancedb(cfg.data_dir), cfg.storage.lexical_snapshots)
 
     def opener(spec: SourceConfig, checkpoint: Checkpoint) -> Backend:
-        return open_backend(spec, paths, limits, ingest.source_max_items, checkpoint)
+        return open_backend(spec, paths, limits, ingest.source_max_items, checkpoint, stores)
 
     sync = SourceSync(store, pipeline, opener, cfg.library)
     # Ingest workers sharing PostgreSQL state: one of them polls (another takes over if it dies).

@@ -441,10 +441,12 @@ def open_backend(
     limits: CrawlLimits,
     max_items: int,
     checkpoint: Checkpoint = no_checkpoint,
+    own_buckets: frozenset[str] = frozenset(),
 ) -> Backend:
     """The backend for a source, by its kind, for one scan that passes `checkpoint` before each
     request or item. Remote sources, S3's included, get a fetcher with the crawler's limits
-    (ingest.fetch_allow, the page cap and timeout), which the backend closes."""
+    (ingest.fetch_allow, the page cap and timeout), which the backend closes; `own_buckets`, those of
+    the service's own stores, are refused as S3 sources."""
     if spec.kind == "folder":
         return FolderBackend(spec.url, paths, max_items, checkpoint)
     fetcher = fetcher_for(limits)
@@ -457,6 +459,7 @@ def open_backend(
                 region=spec.region,
                 max_items=max_items,
                 checkpoint=checkpoint,
+                own_buckets=own_buckets,
             )
         if spec.kind == "http":
             return HttpBackend(spec.url, fetcher, checkpoint)

@@ -5,7 +5,10 @@ to the checked address, bodies are capped, each request has a deadline. Requests
 signature version 4, by botocore) for one URL, so no redirect is followed: an S3 server that answers
 one is refused, whatever it points to. Credentials come from the ingest service's environment
 (botocore's chain: AWS_ACCESS_KEY_ID and the rest, AWS_PROFILE and the shared files, a container's
-or an instance's role), never from a source; with none, requests go unsigned (public buckets).
+or an instance's role), never from a source, and they sign only requests to AWS or to the endpoint
+the environment names (AWS_ENDPOINT_URL_S3): a source's own endpoint, which whoever adds the source
+chooses, gets unsigned requests (public buckets), never the service's key id or session token. The
+buckets that hold the service's own stores are refused as sources.
 """
 
 from __future__ import annotations
@@ -14,13 +17,22 @@ import functools
 import os
 import re
 import threading
+import unicodedata
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 from urllib.parse import quote, unquote_plus, urlencode, urlsplit
 from xml.etree.ElementTree import Element
 
-from ragstack.errors import InvalidArgument
-from ragstack.guard.urls import Fetched, Fetcher, FetchError, FetchRefused, FetchTooLarge, shown_url
+from ragstack.errors import InvalidArgument, PermissionDenied
+from ragstack.guard.urls import (
+    REDIRECTS,
+    Fetched,
+    Fetcher,
+    FetchError,
+    FetchRefused,
+    FetchTooLarge,
+    shown_url,
+)
 from services.ingest.syncing.backends import (
     Checkpoint,
     Entry,
@@ -28,7 +40,7 @@ from services.ingest.syncing.backends import (
     ScanError,
     no_checkpoint,
 )
-from services.ingest.syncing.listing_xml import children, clean_name, parse_xml, text_of
+from services.ingest.syncing.listing_xml import children, clean_name, local_name, parse_xml, text_of
 
 MAX_ITEMS_KEY = "ingest.source_max_items"
 PAGE_KEYS = 1000  # keys a listing page asks for (S3's own maximum)
@@ -38,10 +50,15 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 _CREDENTIALS = "credentials come from the ingest service's environment (AWS_ACCESS_KEY_ID, ...)"
 _ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
 _CREDENTIAL_CODES = frozenset({"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken"})
+_SIZE = re.compile(r"[0-9]{1,15}")  # bytes: S3's largest object has 13 digits
+_ETAG = re.compile(r'(W/)?"[\x20\x21\x23-\x7e]{0,250}"')  # quoted, printable ASCII: safe in If-Match
+_MAX_KEY_BYTES = 1024  # S3's own limit
 
 
 def s3_location(url: str) -> tuple[str, str]:
     """(bucket, prefix without slashes at either end) of s3://bucket/prefix."""
+    if any(unicodedata.category(c) in ("Cc", "Cf") for c in url):
+        raise InvalidArgument("an s3 source's URL holds control or format characters")
     try:
         parts = urlsplit(url.strip())
     except ValueError:
@@ -75,6 +92,10 @@ def s3_endpoint(endpoint: str | None) -> str | None:
     if not plain or "@" in parts.netloc or parts.query or parts.fragment:
         raise InvalidArgument(f"an S3 endpoint is http(s)://host[:port]: {shown_url(endpoint)}")
     host = (parts.hostname or "").lower()
+    if not host.isascii():
+        raise InvalidArgument(
+            f"an S3 endpoint's host is written in ASCII (a name in its xn-- form): {shown_url(endpoint)}"
+        )
     name = f"[{host}]" if ":" in host else host
     return f"{scheme}://{name}" + ("" if port in (None, _DEFAULT_PORTS[scheme]) else f":{port}")
 
@@ -121,13 +142,22 @@ class S3Backend:
         region: str | None = None,
         max_items: int,
         checkpoint: Checkpoint = no_checkpoint,
+        own_buckets: frozenset[str] = frozenset(),
         environ: Mapping[str, str] = os.environ,
         credentials: Callable[[], Any] = _credentials,
     ) -> None:
         self._bucket, self._prefix = s3_location(url)
+        if self._bucket in own_buckets:
+            raise PermissionDenied(
+                f"refused: s3://{self._bucket} holds this service's own stores (storage.lancedb_uri, "
+                "storage.lexical_snapshots); no source may read it"
+            )
         if region is not None and not _REGION.fullmatch(region):
             raise InvalidArgument(f"not a valid S3 region: {region[:80]!r}")
-        self._endpoint = s3_endpoint(endpoint) or _environment_endpoint(environ)
+        trusted = _environment_endpoint(environ)
+        self._endpoint = s3_endpoint(endpoint) or trusted
+        # The service's credentials go to AWS or to the endpoint its environment names, only.
+        self._signed = self._endpoint is None or self._endpoint == trusted
         self._region = region or environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION") or "us-east-1"
         if not _REGION.fullmatch(self._region):
             raise InvalidArgument(f"not a valid S3 region: {self._region[:80]!r} (from the environment)")
@@ -151,17 +181,23 @@ class S3Backend:
                 )
             self._checkpoint()
             root = self._list_page(where, token)
-            for item in children(root, "Contents"):
-                entry = self._entry(item)
+            items = children(root, "Contents")
+            if len(items) > PAGE_KEYS:
+                raise ScanError(f"the listing of {where} has a page of more than {PAGE_KEYS} keys: refused")
+            encoded = text_of(root, "EncodingType").lower() == "url"
+            for item in items:
+                entry = self._entry(item, encoded)
                 if entry is None or not wanted(entry.name):
                     continue
                 count += 1
                 if count > self._max_items:
                     raise ScanError(f"{where} holds more than {self._max_items} objects ({MAX_ITEMS_KEY})")
                 yield entry
-            token = text_of(root, "NextContinuationToken")
-            if text_of(root, "IsTruncated").lower() != "true" or not token:
+            if text_of(root, "IsTruncated").lower() != "true":
                 return
+            token = text_of(root, "NextContinuationToken")
+            if not token:  # taking it for the end would prune what the next pages hold
+                raise ScanError(f"the listing of {where} says it goes on but gives no continuation token")
 
     def close(self) -> None:
         self._fetcher.close()
@@ -178,17 +214,33 @@ class S3Backend:
             raise ScanError(f"could not list {where}: {_fetch_reason(err)}") from None
         if page.status != 200:
             raise ScanError(f"could not list {where}: {_status_reason(page)}")
-        return parse_xml(page.content, f"the listing of {where}")
+        root = parse_xml(page.content, f"the listing of {where}")
+        if local_name(root.tag) != "ListBucketResult":  # an error, or a page that is no listing
+            raise ScanError(
+                f"could not list {where}: the answer is not a listing (<{local_name(root.tag)[:40]}>)"
+            )
+        return root
 
-    def _entry(self, item: Element) -> Entry | None:
-        key = unquote_plus(text_of(item, "Key"))
-        size = text_of(item, "Size")
-        name = key[len(self._prefix) + 1 :] if self._prefix else key
-        # A folder marker ("docs/") has nothing to index, and neither has an empty object.
-        if not name or not clean_name(name) or not size.isdigit() or int(size) == 0:
+    def _entry(self, item: Element, encoded: bool) -> Entry | None:
+        """The listed object, or None for one to skip: outside the prefix, a key that is no plain
+        path (empty, dot, hidden, control or format characters, backslashes, longer than S3 allows),
+        a folder marker ("docs/"), an empty object, a size that is no number."""
+        key, size = text_of(item, "Key"), text_of(item, "Size")
+        if encoded:
+            try:
+                key = unquote_plus(key, errors="strict")
+            except UnicodeDecodeError:
+                return None
+        inside = key.startswith(self._prefix + "/") if self._prefix else bool(key)
+        if not inside or not _plain_key(key) or not _SIZE.fullmatch(size) or int(size) == 0:
             return None
-        etag = text_of(item, "ETag")[:256]
-        revision = etag or text_of(item, "LastModified")[:64]
+        name = key[len(self._prefix) + 1 :] if self._prefix else key
+        if not name or not clean_name(name):
+            return None
+        etag = text_of(item, "ETag")
+        if not _ETAG.fullmatch(etag):  # neither sent back (If-Match) nor kept: the time is the revision
+            etag = ""
+        revision = etag or _printable(text_of(item, "LastModified"))[:64]
         read = functools.partial(self._read, key, etag, int(size))
         return Entry(f"s3://{self._bucket}/{key}", name, revision, int(size), read)
 
@@ -206,17 +258,22 @@ class S3Backend:
             raise ReadFailed(f"{where} is gone since it was listed")
         if found.status != 200:
             raise ReadFailed(f"could not read {where}: {_status_reason(found)}")
-        # (An object stored with a Content-Encoding comes decoded, larger than listed.)
-        if len(found.content) > size and not found.headers.get("content-encoding"):
-            raise ReadFailed(
-                f"{where} grew past the {size} bytes it was listed with; the next poll lists it again"
-            )
+        # (An object stored with a Content-Encoding comes decoded, of another size than listed.)
+        if found.headers.get("content-encoding", "identity").strip().lower() == "identity":
+            if len(found.content) > size:
+                raise ReadFailed(
+                    f"{where} grew past the {size} bytes it was listed with; the next poll lists it again"
+                )
+            if len(found.content) < size:
+                raise ReadFailed(
+                    f"{where} came with {len(found.content)} of the {size} bytes it was listed with"
+                )
         return found.content
 
     def _get(self, url: str, headers: Mapping[str, str] | None = None) -> Fetched:
         """GET `url`, signed when there are credentials; a redirect comes back as it is."""
         signed = dict(headers or {})
-        credentials = self._credentials()
+        credentials = self._credentials() if self._signed else None
         if credentials is not None:
             from botocore.auth import S3SigV4Auth
             from botocore.awsrequest import AWSRequest
@@ -225,6 +282,16 @@ class S3Backend:
             S3SigV4Auth(credentials, "s3", self._region).add_auth(request)
             signed = {k.lower(): v for k, v in request.headers.items()}
         return self._fetcher.fetch(url, headers=signed, redirects=False)
+
+
+def own_buckets(lancedb_uri: object, lexical_snapshots: str) -> frozenset[str]:
+    """The buckets of the service's own stores (storage.lancedb_uri, storage.lexical_snapshots)."""
+    found = set()
+    for uri in (str(lancedb_uri), lexical_snapshots):
+        parts = urlsplit(uri)
+        if parts.scheme.lower() in ("s3", "s3a") and parts.netloc:
+            found.add(parts.netloc.lower())
+    return frozenset(found)
 
 
 def _environment_endpoint(environ: Mapping[str, str]) -> str | None:
@@ -236,6 +303,18 @@ def _environment_endpoint(environ: Mapping[str, str]) -> str | None:
             except InvalidArgument as err:
                 raise InvalidArgument(f"{name}: {err}") from None
     return None
+
+
+def _plain_key(key: str) -> bool:
+    return (
+        len(key.encode()) <= _MAX_KEY_BYTES
+        and "\\" not in key
+        and not any(unicodedata.category(c) in ("Cc", "Cf") for c in key)
+    )
+
+
+def _printable(text: str) -> str:
+    return "".join(c for c in text if c.isprintable())
 
 
 def _fetch_reason(err: FetchError) -> str:
@@ -257,7 +336,7 @@ def _status_reason(page: Fetched) -> str:
             code = ""
     code = code if re.fullmatch(r"[A-Za-z]{1,64}", code) else ""
     said = f"HTTP {page.status}" + (f" ({code})" if code else "")
-    if 300 <= page.status < 400:
+    if page.status in REDIRECTS:
         return (
             f"{said}: the server redirects, and S3 requests are signed for one address and never "
             "follow a redirect (set the source's region, or its endpoint)"

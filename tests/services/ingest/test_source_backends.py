@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from ragstack.config import SourceConfig
-from ragstack.errors import InvalidArgument
+from ragstack.errors import InvalidArgument, PermissionDenied
 from ragstack.guard.paths import PathGuard
 from services.ingest.crawler import CrawlLimits, fetcher_for
 from services.ingest.syncing import remote
@@ -419,8 +419,9 @@ def bucket(moto: tuple[str, str, Any], monkeypatch: pytest.MonkeyPatch) -> Itera
 
 
 def s3_backend(b: Bucket, prefix: str = "", allow: tuple[str, ...] = ("127.0.0.1",), **kw: Any) -> S3Backend:
+    # The environment names moto's endpoint, so the service's credentials sign requests to it.
     options: dict[str, Any] = {"endpoint": b.endpoint, "region": "us-east-1", "max_items": 10}
-    options.update(kw)
+    options.update(environ={"AWS_ENDPOINT_URL_S3": b.endpoint}, **kw)
     fetcher = fetcher_for(CrawlLimits(fetch_allow=allow, page_timeout_s=5.0))
     return S3Backend(f"s3://{b.name}/{prefix or b.prefix}", fetcher, **options)
 
@@ -572,20 +573,121 @@ def test_s3_errors_are_clear_and_hold_no_credentials(bucket: Bucket, monkeypatch
 
 def test_s3_endpoint_and_region_from_the_environment(web: Web) -> None:
     """Without an endpoint of its own, a source goes where the service's environment says (the AWS
-    SDKs' AWS_ENDPOINT_URL_S3), else to AWS in its region; a default port is left out of the Host
+    SDKs' AWS_ENDPOINT_URL_S3), else to AWS in its region; the service's credentials sign requests
+    to those only, never to an endpoint a source names; a default port is left out of the Host
     header a request is signed with."""
     listing = "/bkt?encoding-type=url&list-type=2&max-keys=1000"
     web.pages[listing] = Page(b"<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>")
     env = {"AWS_ENDPOINT_URL_S3": web.url, "AWS_DEFAULT_REGION": "eu-north-1"}
-    unsigned = S3Backend(
-        "s3://bkt", fetcher_for(LOOPBACK), max_items=5, environ=env, credentials=lambda: None
-    )
-    assert scan_all(unsigned) == [] and web.requests[-1][1] == listing
-    assert "authorization" not in {k.lower() for k in web.requests[-1][2]}
-    aws = S3Backend("s3://bkt/p", fetcher_for(LOOPBACK), max_items=5, environ={"AWS_REGION": "eu-west-3"})
+    fetcher = fetcher_for(LOOPBACK)
+    from botocore.credentials import ReadOnlyCredentials
+
+    def keys() -> ReadOnlyCredentials:
+        return ReadOnlyCredentials("AKIDSERVICE", "service-secret", "service-session-token")
+
+    trusted = S3Backend("s3://bkt", fetcher, max_items=5, environ=env, credentials=keys)
+    assert scan_all(trusted) == [] and web.requests[-1][1] == listing
+    signature = web.requests[-1][2]
+    assert signature["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIDSERVICE/")
+    assert "/eu-north-1/s3/aws4_request" in signature["authorization"]
+    assert signature["x-amz-security-token"] == "service-session-token"
+    chosen = S3Backend("s3://bkt", fetcher, endpoint=web.url, max_items=5, environ={}, credentials=keys)
+    assert scan_all(chosen) == []
+    sent = {k.lower() for k in web.requests[-1][2]}
+    assert not sent & {"authorization", "x-amz-security-token"}, sent  # a source's own endpoint
+    aws = S3Backend("s3://bkt/p", fetcher, max_items=5, environ={"AWS_REGION": "eu-west-3"})
     assert aws._base == "https://s3.eu-west-3.amazonaws.com/bkt"
     assert remote_s3.s3_endpoint("HTTP://Minio.Example:80/") == "http://minio.example"
     assert remote_s3.s3_endpoint("https://[::1]:9000") == "https://[::1]:9000"
+    with pytest.raises(InvalidArgument, match="ASCII"):
+        remote_s3.s3_endpoint("http://b\u00fccher.example:9000")
+
+
+def test_the_buckets_of_the_services_own_stores_are_no_source() -> None:
+    own = remote_s3.own_buckets("s3://Stores/lancedb", "s3://snapshots/lexical")
+    assert own == {"stores", "snapshots"} and remote_s3.own_buckets(Path("/data/lancedb"), "") == set()
+    with pytest.raises(PermissionDenied, match=r"s3://stores holds this service's own stores"):
+        S3Backend("s3://stores/other-library", fetcher_for(LOOPBACK), max_items=5, own_buckets=own)
+
+
+LISTED = "/bkt?encoding-type=url&list-type=2&max-keys=1000&prefix=docs%2F"
+MODIFIED = "2026-01-02T03:04:05Z"
+
+
+def listing(*contents: str, more: str = "<IsTruncated>false</IsTruncated>", encoded: bool = True) -> Page:
+    kind = "<EncodingType>url</EncodingType>" if encoded else ""
+    return Page(f"<ListBucketResult>{kind}{more}{''.join(contents)}</ListBucketResult>".encode())
+
+
+def item(
+    key: str, size: str = "4", etag: str = "&quot;e1&quot;", modified: str = "2026-01-02T03:04:05Z"
+) -> str:
+    fields = f"<Key>{key}</Key><Size>{size}</Size><ETag>{etag}</ETag><LastModified>{modified}</LastModified>"
+    return f"<Contents>{fields}</Contents>"
+
+
+def hostile_s3(web: Web) -> S3Backend:
+    return S3Backend("s3://bkt/docs", fetcher_for(LOOPBACK), endpoint=web.url, max_items=50, environ={})
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        (Page(b"<Error><Code>SlowDown</Code></Error>"), r"not a listing \(<Error>\)"),
+        (Page(b"<html><body>maintenance</body></html>"), r"not a listing \(<html>\)"),
+        (listing(item("docs/a.md"), more="<IsTruncated>true</IsTruncated>"), "no continuation token"),
+        (listing(*[item(f"docs/k{n}.md") for n in range(1001)]), "more than 1000 keys"),
+    ],
+    ids=["error with 200", "html with 200", "truncated without a token", "page too long"],
+)
+def test_an_s3_answer_that_is_no_whole_listing_fails_the_scan(web: Web, answer: Page, said: str) -> None:
+    """Taken for a short listing, any of these would prune every document the source holds."""
+    web.pages[LISTED] = answer
+    with pytest.raises(ScanError, match=said):
+        scan_all(hostile_s3(web))
+
+
+def test_odd_s3_keys_are_skipped_and_odd_values_never_sent_back(web: Web) -> None:
+    web.pages[LISTED] = listing(
+        item("docs/ok.md"),
+        item("docsX/outside.md"),  # not under docs/
+        item("elsewhere/secret.md"),
+        item("docs/a%0D%0Ab.md"),  # control characters
+        item("docs/%E2%80%AEdm.exe"),  # a right-to-left override
+        item("docs/a%5C..%5Cb.md"),  # backslashes
+        item("docs/%FF.md"),  # not UTF-8
+        item("docs/" + "k" * 1100 + ".md"),  # longer than S3 allows
+        item("docs/super.md", size="\u00b2"),
+        item("docs/huge.md", size="9" * 5000),
+        item("docs/c%2B%2B.md"),  # c++.md
+        item("docs/crlf.md", etag="&quot;a&#13;&#10;If-None-Match: *&quot;"),
+        item("docs/accent.md", etag="&quot;caf\u00e9&quot;", modified="2026-02-03T04:05:06Z"),
+    )
+    found = entries(scan_all(hostile_s3(web)))
+    assert sorted(found) == ["accent.md", "c++.md", "crlf.md", "ok.md"], sorted(found)
+    assert found["crlf.md"].revision == MODIFIED  # an ETag unfit for If-Match: the time
+    assert found["accent.md"].revision == "2026-02-03T04:05:06Z"
+    web.pages["/bkt/docs/crlf.md"] = Page(b"body")
+    assert found["crlf.md"].read() == b"body" and "if-match" not in web.requests[-1][2]
+    web.pages["/bkt/docs/c%2B%2B.md"] = Page(b"c++!")
+    assert found["c++.md"].read() == b"c++!"  # the key as listed, encoded once for the path
+
+
+def test_s3_keys_are_decoded_only_when_the_listing_says_so(web: Web) -> None:
+    web.pages[LISTED] = listing(item("docs/c++ 100%.md"), encoded=False)
+    [entry] = scan_all(hostile_s3(web))
+    assert entry.name == "c++ 100%.md"
+
+
+def test_an_s3_body_of_another_size_than_listed_is_no_read(web: Web) -> None:
+    web.pages[LISTED] = listing(item("docs/short.md", size="10"), item("docs/long.md", size="2"))
+    found = entries(scan_all(hostile_s3(web)))
+    web.pages["/bkt/docs/short.md"] = Page(b"four")
+    web.pages["/bkt/docs/long.md"] = Page(b"four", {"Content-Encoding": "identity"})
+    with pytest.raises(ReadFailed, match="came with 4 of the 10 bytes"):
+        found["short.md"].read()
+    with pytest.raises(ReadFailed, match="grew past the 2 bytes"):
+        found["long.md"].read()
 
 
 # --- the factory and the fetcher -------------------------------------------------------------------
