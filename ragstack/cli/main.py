@@ -836,7 +836,11 @@ def source_group() -> None:
 @click.option("--include", multiple=True, help="Glob of items to take, e.g. '*.md' (repeatable).")
 @click.option("--exclude", multiple=True, help="Glob of items to leave out (repeatable).")
 @click.option("--keep-deleted", is_flag=True, help="Keep the documents of items gone (default: prune).")
-@click.option("--endpoint", default=None, help="s3: an S3-compatible server's URL.")
+@click.option(
+    "--endpoint",
+    default=None,
+    help="s3: an S3-compatible server's URL (the service signs only for AWS_ENDPOINT_URL_S3's).",
+)
 @click.option("--region", default=None, help="s3: the bucket's region.")
 @click.option("--json", "as_json", is_flag=True, help="Print the source as JSON.")
 @click.pass_context
