@@ -34,6 +34,9 @@ from ragstack.errors import RagstackError
 
 log = logging.getLogger(__name__)
 
+# The request headers of MCP's Streamable HTTP transport (a browser asks CORS for each).
+MCP_HEADERS = ("mcp-protocol-version", "mcp-session-id", "mcp-method", "mcp-name", "last-event-id")
+
 HTTP_STATUS = {
     "INVALID_ARGUMENT": 400,
     "OUT_OF_RANGE": 400,
@@ -108,7 +111,8 @@ def _guard(app: FastAPI, cfg: GatewayConfig) -> None:
             CORSMiddleware,
             allow_origins=cfg.cors_origins,
             allow_methods=["GET", "POST", "DELETE"],
-            allow_headers=["content-type", "x-api-key", "authorization", "x-request-id"],
+            # and MCP's own (Streamable HTTP), so that a browser client of an allowed origin can use /mcp
+            allow_headers=["content-type", "x-api-key", "authorization", "x-request-id", *MCP_HEADERS],
             expose_headers=["x-request-id"],
         )
     app.add_middleware(SameOrigin, allowed=cfg.cors_origins)
@@ -156,4 +160,14 @@ def _mount(app: FastAPI, mcp: MCPServer) -> None:
         json_response=True,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
+
+    # Stateless: every POST is answered in its response, so there is no server stream to open. The
+    # SDK would hold a GET open forever with pings only, one connection each, without a cap.
+    @app.get("/mcp", include_in_schema=False)
+    async def no_stream() -> JSONResponse:
+        said = "GET /mcp opens no event stream here: this MCP server is stateless; POST requests"
+        response = _error(405, "UNIMPLEMENTED", said)
+        response.headers["allow"] = "POST"
+        return response
+
     app.router.routes.extend(served.routes)

@@ -58,7 +58,8 @@ class BodyLimit:
                 await self._refuse(send)
 
     async def _refuse(self, send: Send) -> None:
-        mb = self.max_bytes / (1024 * 1024)
-        await send_error(
-            send, 413, "RESOURCE_EXHAUSTED", f"request body over the limit of {mb:g} MB ({self.setting})"
-        )
+        # In the unit of the setting that sets it (gateway.max_request_kb, gateway.max_upload_mb).
+        kb = self.setting.endswith("_kb")
+        size = f"{self.max_bytes / 1024:g} KB" if kb else f"{self.max_bytes / 2**20:g} MB"
+        message = f"request body over the limit of {size} ({self.setting})"
+        await send_error(send, 413, "RESOURCE_EXHAUSTED", message)

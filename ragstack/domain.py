@@ -119,6 +119,12 @@ class PageText:
 
 
 HEADING_SEP = "\x1f"
+# Request sizes every entry point refuses past (gRPC, HTTP, MCP), each naming its limit: a question;
+# a search's query (room for what the agent adds to a question: rewrites, bridge entities); and a
+# heading-prefix filter, which the lexical store matches as a pattern of bounded size.
+MAX_QUESTION_CHARS = 4000
+MAX_QUERY_CHARS = 8000
+MAX_HEADING_PREFIX_BYTES = 256
 
 
 def heading_key(path: tuple[str, ...] | list[str]) -> str:

@@ -12,7 +12,7 @@ from sse_starlette.sse import EventSourceResponse
 
 from gateway.deps import CallerOf, Clients
 from gateway.encoding import event_json, sse
-from ragstack.domain import QueryMode, SearchMode
+from ragstack.domain import MAX_QUESTION_CHARS, QueryMode, SearchMode
 
 router = APIRouter(tags=["query"])
 tracer = trace.get_tracer("ragstack.gateway")
@@ -21,7 +21,7 @@ tracer = trace.get_tracer("ragstack.gateway")
 class QueryRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    question: str = Field(..., min_length=1, max_length=4000, description="The question.")
+    question: str = Field(..., min_length=1, max_length=MAX_QUESTION_CHARS, description="The question.")
     library: str = Field("", max_length=64, description="Library to answer from; empty means the default.")
     mode: Literal["auto", "lexical", "dense", "hybrid", "graph", "graph-global", "sql"] = Field(
         "auto", description="Retrieval strategy (graph: graph local search; sql: the attached databases)."

@@ -92,6 +92,10 @@ class Agent:
         question = question.strip()
         if not question:
             raise InvalidArgument("question is empty")
+        if len(question) > d.MAX_QUESTION_CHARS:
+            raise InvalidArgument(
+                f"question is {len(question)} characters, over the limit of {d.MAX_QUESTION_CHARS}"
+            )
         if session_id:
             check_session_id(session_id)
             if self._sessions is None:

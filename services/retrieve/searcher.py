@@ -18,6 +18,8 @@ from opentelemetry import trace
 from ragstack import auth
 from ragstack.batching import Batcher
 from ragstack.domain import (
+    MAX_HEADING_PREFIX_BYTES,
+    MAX_QUERY_CHARS,
     Candidate,
     Chunk,
     CommunityHit,
@@ -26,6 +28,7 @@ from ragstack.domain import (
     SearchHit,
     SearchMode,
     SignalScore,
+    heading_key,
     read_chunks,
 )
 from ragstack.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
@@ -216,6 +219,14 @@ class Searcher:
         text = q.text.strip()
         if not text:
             raise InvalidArgument("query is empty")
+        if len(text) > MAX_QUERY_CHARS:
+            raise InvalidArgument(f"query is {len(text)} characters, over the limit of {MAX_QUERY_CHARS}")
+        prefix = len(heading_key(q.where.heading_prefix).encode())
+        if prefix > MAX_HEADING_PREFIX_BYTES:
+            raise InvalidArgument(
+                f"heading_prefix is {prefix} bytes (UTF-8, one separator a heading), over the limit of "
+                f"{MAX_HEADING_PREFIX_BYTES}"
+            )
         k = q.top_k or self._default_top_k
         if k < 0 or k > self._max_top_k:
             raise InvalidArgument(f"top_k {k} is out of range 1..{self._max_top_k} (retrieve.max_top_k)")

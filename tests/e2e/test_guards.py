@@ -102,6 +102,14 @@ async def test_cors_and_trusted_hosts(guarded: Stack) -> None:
         assert wrong_host.status_code == 400 and "gateway.trusted_hosts" in wrong_host.text
         probe = await client.get("/health/live", headers={"host": "10.1.2.3:8080"})  # kubelet's Host
         assert probe.status_code == 200
+        # A browser MCP client of an allowed origin sends the transport's own headers after initialize.
+        mcp = {
+            "access-control-request-method": "POST",
+            "access-control-request-headers": "mcp-protocol-version",
+        }
+        from_app = await client.options("/mcp", headers={"origin": "https://app.example.com", **mcp})
+        assert from_app.status_code == 200, from_app.text
+        assert "mcp-protocol-version" in from_app.headers["access-control-allow-headers"].lower()
 
 
 async def test_metrics_count_routes_and_rpcs(guarded: Stack) -> None:

@@ -152,6 +152,29 @@ async def test_http_tools_run_as_the_keys_caller(keyed: Stack, tmp_path: Path) -
         assert "PERMISSION_DENIED" in error_text(no_write)
 
 
+async def test_http_limits_are_the_apis_and_no_stream_is_held_open(keyed: Stack) -> None:
+    """What the REST routes and the services refuse, the tools refuse too, naming the limit; and a GET
+    of /mcp, which in a stateless server would be a stream of pings held open forever, is refused."""
+    async with over_http(keyed, READER) as reader:
+        long = await reader.call_tool("ask", {"question": "why " * 1001, "library": "town"})
+        assert "INVALID_ARGUMENT: question is 4003 characters, over the limit of 4000" in error_text(long)
+        deep = await reader.call_tool(
+            "search", {"query": "ferry", "library": "town", "heading_prefix": ["Ferry", "x" * 300]}
+        )
+        assert "INVALID_ARGUMENT: heading_prefix is 307 bytes" in error_text(deep)
+        assert "over the limit of 256" in error_text(deep)
+        wordy = await reader.call_tool("search", {"query": "ferry " * 1400, "library": "town"})
+        assert "INVALID_ARGUMENT: query is 8399 characters, over the limit of 8000" in error_text(wordy)
+    async with httpx2.AsyncClient(base_url=keyed.gateway_url, headers={"x-api-key": READER}) as http:
+        stream = await http.get("/mcp", headers={"accept": "text/event-stream"}, timeout=10)
+        assert stream.status_code == 405 and stream.headers["allow"] == "POST"
+        assert "stateless" in stream.json()["error"]["message"]
+        json_type = {"content-type": "application/json"}
+        big = await http.post("/mcp", content=b"x" * (65 * 1024), headers=json_type)
+        assert big.status_code == 413
+        assert "over the limit of 64 KB (gateway.max_request_kb)" in big.json()["error"]["message"]
+
+
 async def test_http_without_a_key_is_refused(keyed: Stack) -> None:
     async with httpx2.AsyncClient() as http:
         response = await http.post(
