@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
+from ragstack import domain as d
 from ragstack.resources import Resources
 from ragstack.rpc.clients import RetrieveClient, VerifyClient, open_channel
 from ragstack.service import ServiceSpec
@@ -21,6 +23,14 @@ from services.agent.sessions import SessionStore
 STATE = (feedback_store, session_store)
 
 
+class AgentRetriever(RetrieveClient):
+    """The agent's searches: a query it derived from a question (a rewrite, a bridge, a sentence it
+    drafted) is cut at the retrieve service's limit rather than refused, so it never fails an ask."""
+
+    async def search(self, query: str, *args: Any, **kwargs: Any) -> tuple[list[d.SearchHit], d.SearchMode]:
+        return await super().search(query[: d.MAX_QUERY_CHARS], *args, **kwargs)
+
+
 def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
     cfg = res.cfg
     mb = cfg.services.max_message_mb
@@ -33,7 +43,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         open_state(cfg.state, cfg.data_dir, feedback_store.STORE, feedback_store.MIGRATIONS)
     )
     agent = Agent(
-        retriever=RetrieveClient(retrieve_channel, cfg.deadlines.retrieve_s),
+        retriever=AgentRetriever(retrieve_channel, cfg.deadlines.retrieve_s),
         verifier=VerifyClient(verify_channel, cfg.deadlines.verify_s),
         llm=res.llm,
         traces=TraceStore(cfg.traces_dir, cfg.traces.retention, cfg.traces.enabled),

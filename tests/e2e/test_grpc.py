@@ -126,6 +126,24 @@ async def test_a_calls_server_span_is_its_callers_child_with_its_status(stack, s
     ]
 
 
+async def test_the_query_limit_refuses_callers_but_cuts_the_agents_own_searches(stack) -> None:
+    """A search query past ragstack.domain.MAX_QUERY_CHARS is refused, naming the limit; the agent's
+    own searches (derived from a question within its limit) are cut at it instead, never failing."""
+    from ragstack import domain as d
+    from ragstack.errors import RpcError
+    from ragstack.rpc.clients import RetrieveClient, open_channel
+    from services.agent.factory import AgentRetriever
+
+    channel = open_channel(stack.peers["retrieve"], token=stack.cfg.services.token)
+    long = "BM25 parameters " * 600  # 9,600 characters
+    with pytest.raises(RpcError, match="query is 9599 characters, over the limit of 8000") as refused:
+        await RetrieveClient(channel, 10).search(long, "default", 3, d.SearchMode.LEXICAL)
+    assert refused.value.code == "INVALID_ARGUMENT"
+    hits, _ = await AgentRetriever(channel, 10).search(long, "default", 3, d.SearchMode.LEXICAL)
+    assert hits
+    await channel.close()
+
+
 async def test_get_trace_and_unknown_trace(stack) -> None:
     events = await _ask(stack, "Who proposed reciprocal rank fusion?")
     trace_id = events[-1].done.trace_id
