@@ -61,7 +61,9 @@ _CALLER_HEADERS = frozenset(
 # so the signature and its session token never reach another address.
 _SIGNED_HEADERS = frozenset({"authorization", "x-amz-date", "x-amz-content-sha256", "x-amz-security-token"})
 _MAX_REQUEST_BODY = 64 * 1024
-_DEFAULT_PORTS = {"http": 80, "https": 443}
+DEFAULT_PORTS = {"http": 80, "https": 443}
+# An ETag fit to be sent back (If-Match, If-None-Match): quoted printable ASCII, no line breaks.
+ETAG = re.compile(r'(W/)?"[\x20\x21\x23-\x7e]{0,250}"')
 
 
 class FetchError(RagstackError):
@@ -280,7 +282,7 @@ class _Target:
     @property
     def host_header(self) -> str:
         name = f"[{self.host}]" if ":" in self.host else self.host
-        return name if self.port == _DEFAULT_PORTS[self.scheme] else f"{name}:{self.port}"
+        return name if self.port == DEFAULT_PORTS[self.scheme] else f"{name}:{self.port}"
 
     def at(self, address: IPAddress) -> str:
         """The URL of the same resource on one checked address."""
@@ -295,7 +297,7 @@ def _target(url: str) -> _Target:
     except ValueError as err:
         raise InvalidArgument(f"not a valid URL: {shown_url(url)}") from err
     scheme = parts.scheme.lower()
-    if scheme not in _DEFAULT_PORTS:
+    if scheme not in DEFAULT_PORTS:
         raise FetchRefused(f"refused: {shown_url(url)}: only http and https URLs are fetched")
     host = parts.hostname or ""
     if not host:
@@ -309,7 +311,7 @@ def _target(url: str) -> _Target:
     credentials = None
     if parts.username is not None:
         credentials = (unquote(parts.username), unquote(parts.password or ""))
-    return _Target(url, scheme, host, port or _DEFAULT_PORTS[scheme], path, credentials)
+    return _Target(url, scheme, host, port or DEFAULT_PORTS[scheme], path, credentials)
 
 
 @dataclass(frozen=True)
@@ -392,8 +394,8 @@ def _request(method: str, headers: dict[str, str] | None, content: bytes, redire
     if refused:
         signed = " (signed headers: only with redirects=False)" if set(refused) & _SIGNED_HEADERS else ""
         raise ValueError(f"headers {refused}: a caller may set {sorted(allowed)} only{signed}")
-    if any("\r" in v or "\n" in v for v in extra.values()):
-        raise ValueError("a header value holds a line break")
+    if any(not (v.isascii() and v.isprintable()) for v in extra.values()):
+        raise ValueError("a header value holds a line break or is not printable ASCII")
     if len(content) > _MAX_REQUEST_BODY:
         raise ValueError(f"a request body is at most {_MAX_REQUEST_BODY} bytes")
     return _Request(method, extra, content)

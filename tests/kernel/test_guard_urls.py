@@ -19,6 +19,7 @@ import pytest
 from ragstack.errors import ConfigError, PermissionDenied, ResourceExhausted, Unavailable
 from ragstack.guard.urls import (
     ALLOW_KEY,
+    ETAG,
     Allowlist,
     Fetcher,
     FetchFailed,
@@ -587,6 +588,24 @@ def test_auth_argument_goes_to_the_url_origin_only(servers: Callable[..., Server
     assert "authorization" not in a.seen[0].headers
 
 
+@pytest.mark.parametrize(
+    ("etag", "sent_back"),
+    [
+        ('"v1"', True),
+        ('W/"v2"', True),
+        ('""', True),
+        ("v3", False),
+        ('"caf\u00e9"', False),
+        ('"a\r\nX: y"', False),
+        ('"a"b"', False),
+        ('"' + "x" * 251 + '"', False),
+    ],
+)
+def test_only_a_quoted_printable_ascii_etag_is_sent_back(etag: str, sent_back: bool) -> None:
+    """S3's If-Match and a page's If-None-Match carry back only ETags the header can hold as they are."""
+    assert bool(ETAG.fullmatch(etag)) is sent_back
+
+
 def test_a_signed_request_goes_to_its_one_url_and_a_redirect_comes_back_unfollowed(
     servers: Callable[..., Server],
 ) -> None:
@@ -605,6 +624,9 @@ def test_a_signed_request_goes_to_its_one_url_and_a_redirect_comes_back_unfollow
             fetcher.fetch(b.url("/bucket"), headers=signed)
         with pytest.raises(ValueError, match="a caller may set"):
             fetcher.fetch(b.url("/bucket"), headers={"host": "elsewhere"}, redirects=False)
+        for odd in ('"a\r\nX-Injected: 1"', '"caf\u00e9"', '"\x00"'):  # refused before anything is sent
+            with pytest.raises(ValueError, match="not printable ASCII"):
+                fetcher.fetch(b.url("/bucket"), headers={"if-match": odd}, redirects=False)
     assert len(b.seen) == 1 and a.seen == []
 
 

@@ -14,7 +14,6 @@ service's environment only.
 from __future__ import annotations
 
 import hashlib
-import re
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
@@ -27,7 +26,7 @@ from xml.etree.ElementTree import Element
 from ragstack.config import SourceConfig
 from ragstack.errors import InvalidArgument
 from ragstack.guard.paths import PathGuard
-from ragstack.guard.urls import Fetched, Fetcher, FetchError, shown_url
+from ragstack.guard.urls import DEFAULT_PORTS, ETAG, Fetched, Fetcher, FetchError, shown_url
 from ragstack.redact import strip_userinfo
 from services.ingest.crawler import CrawlLimits, fetcher_for
 from services.ingest.syncing.backends import (
@@ -47,8 +46,6 @@ SITEMAP_MAX_BYTES = 50 * 1024 * 1024  # a sitemap uncompressed: the sitemap prot
 DAV_MAX_DEPTH = 20  # folders below a WebDAV source's folder
 _MAX_VALIDATOR = 256  # longer ETag or Last-Modified values are not kept as revisions
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
-_ETAG = re.compile(r'(W/)?"[^"\r\n]*"')
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 Origin = tuple[str, str, int]
 
@@ -66,7 +63,7 @@ def _web_url(url: str) -> tuple[str, tuple[str, str] | None]:
         parts.port  # noqa: B018 - raises on a port that is not a number
     except ValueError:
         raise InvalidArgument(f"not a valid URL: {shown_url(url)}") from None
-    if parts.scheme.lower() not in _DEFAULT_PORTS or not parts.hostname:
+    if parts.scheme.lower() not in DEFAULT_PORTS or not parts.hostname:
         raise InvalidArgument(f"not an http(s) URL: {shown_url(url)}")
     auth = None if parts.username is None else (unquote(parts.username), unquote(parts.password or ""))
     return strip_userinfo(urldefrag(url.strip())[0]), auth
@@ -79,9 +76,9 @@ def _origin(url: str) -> Origin | None:
         scheme, host, port = parts.scheme.lower(), parts.hostname, parts.port
     except ValueError:
         return None
-    if scheme not in _DEFAULT_PORTS or not host:
+    if scheme not in DEFAULT_PORTS or not host:
         return None
-    return scheme, host, port or _DEFAULT_PORTS[scheme]
+    return scheme, host, port or DEFAULT_PORTS[scheme]
 
 
 def _page_name(path: str) -> str:
@@ -106,7 +103,7 @@ def _validators(known: str | None) -> dict[str, str]:
     HTTP date with If-Modified-Since; a content hash (or nothing) cannot be asked about."""
     if not known:
         return {}
-    if _ETAG.fullmatch(known):
+    if ETAG.fullmatch(known):
         return {"If-None-Match": known}
     if _is_http_date(known):
         return {"If-Modified-Since": known}

@@ -25,6 +25,8 @@ from xml.etree.ElementTree import Element
 
 from ragstack.errors import InvalidArgument, PermissionDenied
 from ragstack.guard.urls import (
+    DEFAULT_PORTS,
+    ETAG,
     REDIRECTS,
     Fetched,
     Fetcher,
@@ -46,18 +48,16 @@ MAX_ITEMS_KEY = "ingest.source_max_items"
 PAGE_KEYS = 1000  # keys a listing page asks for (S3's own maximum)
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _REGION = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")  # it names the AWS host: nothing else may get in
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 _CREDENTIALS = "credentials come from the ingest service's environment (AWS_ACCESS_KEY_ID, ...)"
 _ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
 _CREDENTIAL_CODES = frozenset({"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken"})
 _SIZE = re.compile(r"[0-9]{1,15}")  # bytes: S3's largest object has 13 digits
-_ETAG = re.compile(r'(W/)?"[\x20\x21\x23-\x7e]{0,250}"')  # quoted, printable ASCII: safe in If-Match
 _MAX_KEY_BYTES = 1024  # S3's own limit
 
 
 def s3_location(url: str) -> tuple[str, str]:
     """(bucket, prefix without slashes at either end) of s3://bucket/prefix."""
-    if any(unicodedata.category(c) in ("Cc", "Cf") for c in url):
+    if _unprintable(url):
         raise InvalidArgument("an s3 source's URL holds control or format characters")
     try:
         parts = urlsplit(url.strip())
@@ -88,7 +88,7 @@ def s3_endpoint(endpoint: str | None) -> str | None:
     except ValueError:
         raise InvalidArgument(f"not a valid S3 endpoint: {shown_url(endpoint)}") from None
     scheme = parts.scheme.lower()
-    plain = scheme in _DEFAULT_PORTS and parts.hostname and parts.path in ("", "/")
+    plain = scheme in DEFAULT_PORTS and parts.hostname and parts.path in ("", "/")
     if not plain or "@" in parts.netloc or parts.query or parts.fragment:
         raise InvalidArgument(f"an S3 endpoint is http(s)://host[:port]: {shown_url(endpoint)}")
     host = (parts.hostname or "").lower()
@@ -97,7 +97,7 @@ def s3_endpoint(endpoint: str | None) -> str | None:
             f"an S3 endpoint's host is written in ASCII (a name in its xn-- form): {shown_url(endpoint)}"
         )
     name = f"[{host}]" if ":" in host else host
-    return f"{scheme}://{name}" + ("" if port in (None, _DEFAULT_PORTS[scheme]) else f":{port}")
+    return f"{scheme}://{name}" + ("" if port in (None, DEFAULT_PORTS[scheme]) else f":{port}")
 
 
 @functools.cache
@@ -238,7 +238,7 @@ class S3Backend:
         if not name or not clean_name(name):
             return None
         etag = text_of(item, "ETag")
-        if not _ETAG.fullmatch(etag):  # neither sent back (If-Match) nor kept: the time is the revision
+        if not ETAG.fullmatch(etag):  # neither sent back (If-Match) nor kept: the time is the revision
             etag = ""
         revision = etag or _printable(text_of(item, "LastModified"))[:64]
         read = functools.partial(self._read, key, etag, int(size))
@@ -305,12 +305,13 @@ def _environment_endpoint(environ: Mapping[str, str]) -> str | None:
     return None
 
 
+def _unprintable(text: str) -> bool:
+    """Holds control or format characters (line breaks, NUL, escapes, a right-to-left override)."""
+    return any(unicodedata.category(c) in ("Cc", "Cf") for c in text)
+
+
 def _plain_key(key: str) -> bool:
-    return (
-        len(key.encode()) <= _MAX_KEY_BYTES
-        and "\\" not in key
-        and not any(unicodedata.category(c) in ("Cc", "Cf") for c in key)
-    )
+    return len(key.encode()) <= _MAX_KEY_BYTES and "\\" not in key and not _unprintable(key)
 
 
 def _printable(text: str) -> str:
