@@ -46,6 +46,8 @@ from services.ingest.syncing.listing_xml import children, clean_name, local_name
 
 MAX_ITEMS_KEY = "ingest.source_max_items"
 PAGE_KEYS = 1000  # keys a listing page asks for (S3's own maximum)
+# A page's XML elements: each listed object has about 12 (Key, ETag, Size, Owner and the rest).
+PAGE_ELEMENTS = PAGE_KEYS * 32
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _REGION = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")  # it names the AWS host: nothing else may get in
 _CREDENTIALS = "credentials come from the ingest service's environment (AWS_ACCESS_KEY_ID, ...)"
@@ -214,7 +216,7 @@ class S3Backend:
             raise ScanError(f"could not list {where}: {_fetch_reason(err)}") from None
         if page.status != 200:
             raise ScanError(f"could not list {where}: {_status_reason(page)}")
-        root = parse_xml(page.content, f"the listing of {where}")
+        root = parse_xml(page.content, f"the listing of {where}", PAGE_ELEMENTS)
         if local_name(root.tag) != "ListBucketResult":  # an error, or a page that is no listing
             raise ScanError(
                 f"could not list {where}: the answer is not a listing (<{local_name(root.tag)[:40]}>)"

@@ -19,7 +19,7 @@ from ragstack.config import SourceConfig
 from ragstack.errors import InvalidArgument, PermissionDenied
 from ragstack.guard.paths import PathGuard
 from services.ingest.crawler import CrawlLimits, fetcher_for
-from services.ingest.syncing import remote
+from services.ingest.syncing import listing_xml, remote
 from services.ingest.syncing import s3 as remote_s3
 from services.ingest.syncing.backends import (
     Checkpoint,
@@ -235,16 +235,19 @@ def test_sitemap_over_max_items_fails_naming_the_setting(web: Web) -> None:
 
 def test_sitemap_gzip_bomb_and_odd_sitemaps_are_refused(web: Web, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(remote, "SITEMAP_MAX_BYTES", 1024 * 1024)
+    monkeypatch.setattr(listing_xml, "MAX_ELEMENTS", 1000)  # the default is the protocol's (1.6 M)
     web.pages["/bomb.xml.gz"] = Page(gzip.compress(b"<urlset>" + b" " * 2 * 1024 * 1024 + b"</urlset>"))
     web.pages["/nested.xml"] = Page(sitemap_index(f"{web.url}/index2.xml"))
     web.pages["/index2.xml"] = Page(sitemap_index(f"{web.url}/pages.xml"))
     web.pages["/html.xml"] = Page(b"<html><body>hi</body></html>")
     web.pages["/bad.xml"] = Page(b"<urlset><url>")
+    web.pages["/tiny.xml"] = Page(b"<urlset>" + b"<a/>" * 1001 + b"</urlset>")  # gigabytes of tree at 50 MB
     cases = {
         "/bomb.xml.gz": r"larger than 1 MiB uncompressed",
         "/nested.xml": "one level deep",
         "/html.xml": "not a sitemap",
         "/bad.xml": "not well-formed XML",
+        "/tiny.xml": "more than 1000 XML elements",
         "/gone.xml": "HTTP 404",
     }
     for path, said in cases.items():
@@ -637,8 +640,9 @@ def hostile_s3(web: Web) -> S3Backend:
         (Page(b"<html><body>maintenance</body></html>"), r"not a listing \(<html>\)"),
         (listing(item("docs/a.md"), more="<IsTruncated>true</IsTruncated>"), "no continuation token"),
         (listing(*[item(f"docs/k{n}.md") for n in range(1001)]), "more than 1000 keys"),
+        (listing(item("docs/a.md"), "<x/>" * 40_000), "more than 32000 XML elements"),
     ],
-    ids=["error with 200", "html with 200", "truncated without a token", "page too long"],
+    ids=["error with 200", "html with 200", "truncated without a token", "page too long", "padded page"],
 )
 def test_an_s3_answer_that_is_no_whole_listing_fails_the_scan(web: Web, answer: Page, said: str) -> None:
     """Taken for a short listing, any of these would prune every document the source holds."""
