@@ -12,11 +12,12 @@ import contextlib
 import functools
 from collections.abc import Iterator
 from dataclasses import asdict
-from typing import Any
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
+from pydantic import Strict, ValidationError
 
 from gateway.deps import Upstreams
 from gateway.encoding import doc_json, error_message, event_json
@@ -71,9 +72,28 @@ def as_caller(ctx: Context, method: str, library: str | None, default_library: s
         auth.PRINCIPAL.reset(token)
 
 
+class _Server(MCPServer):
+    """Arguments that do not fit a tool's schema are refused like every other bad argument:
+    `INVALID_ARGUMENT: field: why`, for each field, rather than pydantic's report (which quotes the
+    values and links to its docs)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as err:
+            cause = err.__cause__
+            if not isinstance(cause, ValidationError):
+                raise
+            why = "; ".join(
+                f"{'.'.join(str(part) for part in e['loc'])[:60] or 'arguments'}: {e['msg']}"
+                for e in cause.errors()
+            )
+            raise ToolError(f"Error executing tool {name}: INVALID_ARGUMENT: {why[:500]}") from cause
+
+
 def build(upstreams: Upstreams, default_library: str = "default", read_only: bool = False) -> MCPServer:
     """The MCP server over `upstreams`; `read_only` leaves the `ingest` tool out."""
-    server: MCPServer = MCPServer("ragstack", instructions=INSTRUCTIONS)
+    server: MCPServer = _Server("ragstack", instructions=INSTRUCTIONS)
     calling = functools.partial(as_caller, default_library=default_library)
 
     @server.tool(annotations=READ)
@@ -112,7 +132,7 @@ def build(upstreams: Upstreams, default_library: str = "default", read_only: boo
         ctx: Context,
         library: str = "",
         mode: str = "hybrid",
-        top_k: int = 5,
+        top_k: Annotated[int, Strict()] = 5,  # as its schema says: neither "5" nor true
         document_ids: list[str] | None = None,
         media_types: list[str] | None = None,
         heading_prefix: list[str] | None = None,

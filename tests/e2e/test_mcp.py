@@ -148,6 +148,17 @@ async def test_http_tools_run_as_the_keys_caller(keyed: Stack, tmp_path: Path) -
         for top_k in (0, -1, 10**9):
             too_many = await reader.call_tool("search", {"query": "ferry", "library": "town", "top_k": top_k})
             assert f"INVALID_ARGUMENT: top_k {top_k} is not between 1 and 50" in error_text(too_many)
+        # Arguments that do not fit the schema: named like any other bad argument, never coerced.
+        for arguments, said in [
+            ({"query": "ferry", "top_k": "5"}, "top_k: Input should be a valid integer"),
+            ({"query": "ferry", "top_k": True}, "top_k: Input should be a valid integer"),
+            ({"query": 5}, "query: Input should be a valid string"),
+            ({"top_k": 3}, "query: Field required"),
+        ]:
+            text = error_text(await reader.call_tool("search", {**arguments, "library": "town"}))
+            assert f"INVALID_ARGUMENT: {said}" in text and "pydantic" not in text, text
+        schema = next(t for t in (await reader.list_tools()).tools if t.name == "search").input_schema
+        assert schema["properties"]["top_k"]["type"] == "integer"
         no_write = await reader.call_tool("ingest", {"paths": [str(folder)], "library": "town"})
         assert "PERMISSION_DENIED" in error_text(no_write)
 
