@@ -48,6 +48,7 @@ MAX_ITEMS_KEY = "ingest.source_max_items"
 PAGE_KEYS = 1000  # keys a listing page asks for (S3's own maximum)
 # A page's XML elements: each listed object has about 12 (Key, ETag, Size, Owner and the rest).
 PAGE_ELEMENTS = PAGE_KEYS * 32
+LISTED_PER_ITEM = 10  # keys a listing may hold for each one a source may keep
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _REGION = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")  # it names the AWS host: nothing else may get in
 _CREDENTIALS = "credentials come from the ingest service's environment (AWS_ACCESS_KEY_ID, ...)"
@@ -131,8 +132,9 @@ class S3Backend:
     """The objects under s3://bucket/prefix (or on an S3-compatible server at `endpoint`), listed with
     ListObjectsV2: revision = ETag (else the modification time), name = the key relative to the prefix;
     keys with empty, dot or hidden segments are skipped. Every listing page and read goes through
-    `fetcher` (its address rule, body cap and deadline); the listing ends at `max_items` keys, and
-    at the pages those keys fill, so a server answering pages of nothing ends too. `read` asks for
+    `fetcher` (its address rule, body cap and deadline); the listing ends at `max_items` wanted
+    keys, and at the pages ten times as many keys fill, so a server answering pages of nothing ends
+    too. `read` asks for
     the listed ETag (If-Match) and stops past the listed size."""
 
     def __init__(
@@ -174,12 +176,15 @@ class S3Backend:
         where = f"s3://{self._bucket}/{self._prefix}"
         count, pages, token = 0, 0, ""
         while True:
-            # Keys are counted below; pages too, for a server that answers pages of nothing (or of
-            # the same keys) with a fresh continuation token forever.
+            # Wanted keys are counted below; pages too, for a server that answers pages of nothing
+            # (or of the same keys) with a fresh continuation token forever. S3 cannot filter by the
+            # source's globs, so the pages may list unwanted keys too: up to LISTED_PER_ITEM times
+            # as many.
             pages += 1
-            if pages > self._max_items // PAGE_KEYS + 2:
+            if pages > self._max_items * LISTED_PER_ITEM // PAGE_KEYS + 2:
                 raise ScanError(
-                    f"{where}: the listing goes on past {self._max_items} objects ({MAX_ITEMS_KEY})"
+                    f"{where}: the listing goes on past {self._max_items * LISTED_PER_ITEM} keys "
+                    f"({LISTED_PER_ITEM} times {MAX_ITEMS_KEY})"
                 )
             self._checkpoint()
             root = self._list_page(where, token)
