@@ -596,6 +596,15 @@ class GenerationConfig(_Strict):
         le=50,
         description="Agent, in a session: earlier turns' chunks carried at most, newest first.",
     )
+    sessions_kept: int = Field(
+        200,
+        ge=1,
+        description="Agent: each caller's most recently active sessions kept; an older one is forgotten "
+        "(a follow-up in it starts afresh).",
+    )
+    session_turns_kept: int = Field(
+        50, ge=3, description="Agent: the newest turns kept of each session (follow-ups read the last 3)."
+    )
     active_retrieval_rounds: int = Field(
         0,
         ge=0,

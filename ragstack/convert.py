@@ -65,12 +65,26 @@ def query_mode_from_pb(value: int) -> d.QueryMode:
     return _QUERY_MODE_FROM_PB.get(value, d.QueryMode.AUTO)
 
 
+def query_mode_of_request(value: int) -> d.QueryMode:
+    """A request's query mode; a value this server does not know is refused, never guessed."""
+    if value not in _QUERY_MODE_FROM_PB:
+        raise InvalidArgument(f"query_mode {value} is not a known query mode")
+    return _QUERY_MODE_FROM_PB[value]
+
+
 def mode_to_pb(mode: d.SearchMode) -> common_pb2.SearchMode:
     return _MODE_TO_PB[mode]
 
 
 def mode_from_pb(value: int) -> d.SearchMode:
     return _MODE_FROM_PB.get(value, d.SearchMode.AUTO)
+
+
+def mode_of_request(value: int) -> d.SearchMode:
+    """A request's search mode; a value this server does not know is refused, never guessed."""
+    if value not in _MODE_FROM_PB:
+        raise InvalidArgument(f"mode {value} is not a known search mode")
+    return _MODE_FROM_PB[value]
 
 
 def document_to_pb(doc: d.Document) -> common_pb2.Document:

@@ -121,10 +121,23 @@ class PageText:
 HEADING_SEP = "\x1f"
 # Request sizes every entry point refuses past (gRPC, HTTP, MCP), each naming its limit: a question;
 # a search's query (room for what the agent adds to a question: rewrites, bridge entities); and a
-# heading-prefix filter, which the lexical store matches as a pattern of bounded size.
+# heading-prefix filter, which the lexical store matches as a pattern of bounded size; a text to
+# score (the embedder reads its first 256 word pieces, about 1,000 characters); an answer to verify
+# (16,000 tokens or so, past any default generation) and the evidence it cites (100 passages of
+# 10,000 characters: a search's most, expanded), whose every sentence the checker embeds.
 MAX_QUESTION_CHARS = 4000
 MAX_QUERY_CHARS = 8000
 MAX_HEADING_PREFIX_BYTES = 256
+MAX_SCORE_TEXT_CHARS = 8000
+MAX_ANSWER_CHARS = 64_000
+MAX_EVIDENCE_CHARS = 1_000_000
+
+
+def list_limit(value: int, most: int, default: int = 50) -> int:
+    """A List request's `limit`: 0 means `default`, past `most` is `most`, below 0 is refused."""
+    if value < 0:
+        raise InvalidArgument(f"limit {value} is negative (0: {default}, at most {most})")
+    return min(value or default, most)
 
 
 def heading_key(path: tuple[str, ...] | list[str]) -> str:

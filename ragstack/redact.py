@@ -8,6 +8,8 @@ import re
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 MASK = "***"
+MAX_MESSAGE_CHARS = 2000
+_MAX_NESTING = 4  # pairs within values within values...
 # Query parameters, DSN keywords and database columns whose value is a secret (matched as whole names
 # or suffixes): credentials, and what must not be shown even as a sample (hashes, salts, one-time
 # codes, national identifiers, card numbers).
@@ -19,10 +21,15 @@ _SECRET_NAME = re.compile(
     re.IGNORECASE,
 )
 # userinfo in any URL-looking text: scheme://user:password@host
-_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^\s/@:]*)(:(?P<pw>[^\s/@]*))?@")
+# (Names start where no name character precedes them and are taken whole, so a long run of them costs
+# one pass, not one a position.)
+_USERINFO = re.compile(
+    r"(?P<scheme>(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*+://)(?P<user>[^\s/@:]*+)(:(?P<pw>[^\s/@]*+))?@"
+)
 # key=value pairs (query strings and libpq DSNs, which allow spaces around `=` and `\'` in quotes)
 _PAIR = re.compile(
-    r"(?P<key>[A-Za-z0-9_.-]+)\s*=\s*(?P<value>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^\s&;,'\"]*)"
+    r"(?P<key>(?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]++)\s*=\s*"
+    r"(?P<value>'(?:[^'\\]|\\.)*+'|\"(?:[^\"\\]|\\.)*+\"|[^\s&;,'\"]*+)"
 )
 
 
@@ -71,14 +78,28 @@ def redact_text(text: str) -> str:
             return m.group(0)
         return f"{m.group('scheme')}{m.group('user')}:{MASK}@"
 
-    def pair(m: re.Match[str]) -> str:
-        if is_secret_name(m.group("key")):
-            return f"{m.group('key')}={MASK}"
-        value = m.group("value")  # may hold pairs of its own: `url=https://h/p?token=...`
-        inner = _PAIR.sub(pair, value) if "=" in value else value
-        return m.group(0)[: m.start("value") - m.start()] + inner
+    def pairs(text: str, depth: int) -> str:
+        def pair(m: re.Match[str]) -> str:
+            if is_secret_name(m.group("key")):
+                return f"{m.group('key')}={MASK}"
+            value = m.group("value")  # may hold pairs of its own: `url=https://h/p?token=...`
+            if "=" in value:  # deeper than any real URL or DSN nests: masked whole, to be safe
+                value = pairs(value, depth + 1) if depth < _MAX_NESTING else MASK
+            return m.group(0)[: m.start("value") - m.start()] + value
 
-    return _PAIR.sub(pair, _USERINFO.sub(userinfo, text))
+        return _PAIR.sub(pair, text)
+
+    return pairs(_USERINFO.sub(userinfo, text), 0)
+
+
+def redact_message(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """An error message fit to send: secrets masked, and cut at `limit` characters (a message may
+    quote what the caller sent, and gRPC refuses status details past 8 KB). What is cut is cut before
+    masking too, far enough past `limit` that no secret straddles what is kept."""
+    if len(text) <= limit:
+        return redact_text(text)
+    clean = redact_text(text[: limit * 4])
+    return f"{clean[:limit]}… ({len(text)} characters, cut)" if len(clean) > limit else clean
 
 
 class RedactingFilter(logging.Filter):

@@ -17,7 +17,7 @@ _TRACE_ID = re.compile(r"^[0-9a-f]{32}\Z")
 
 def check_trace_id(trace_id: str) -> str:
     if not _TRACE_ID.match(trace_id):
-        raise InvalidArgument(f"invalid trace id {trace_id!r}: expected 32 lower-case hex characters")
+        raise InvalidArgument(f"invalid trace id {trace_id[:40]!r}: expected 32 lower-case hex characters")
     return trace_id
 
 

@@ -24,7 +24,7 @@ from prometheus_client import Counter, Histogram
 from ragstack import auth
 from ragstack.batching import DEADLINE
 from ragstack.errors import RagstackError
-from ragstack.redact import redact_text
+from ragstack.redact import redact_message
 from ragstack.rpc.access import OPEN_PREFIXES, authorize
 from ragstack.telemetry import REQUEST_ID
 
@@ -173,7 +173,7 @@ class _Call:
             raise exc
         if isinstance(exc, RagstackError):
             self.code = status_for(exc).name
-            await context.abort(status_for(exc), redact_text(str(exc)))
+            await context.abort(status_for(exc), redact_message(str(exc)))
         self.code = "INTERNAL"
         log.exception("unhandled error in %s", self.method)
         await context.abort(grpc.StatusCode.INTERNAL, f"internal error in {self.method}; see the service log")

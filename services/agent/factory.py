@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ragstack import domain as d
@@ -24,11 +24,15 @@ STATE = (feedback_store, session_store)
 
 
 class AgentRetriever(RetrieveClient):
-    """The agent's searches: a query it derived from a question (a rewrite, a bridge, a sentence it
-    drafted) is cut at the retrieve service's limit rather than refused, so it never fails an ask."""
+    """The agent's searches and scores: a query it derived from a question (a rewrite, a bridge, a
+    sentence it drafted), or a passage it scores, is cut at the retrieve service's limit rather than
+    refused, so it never fails an ask (the embedder reads a text's first 256 word pieces anyway)."""
 
     async def search(self, query: str, *args: Any, **kwargs: Any) -> tuple[list[d.SearchHit], d.SearchMode]:
         return await super().search(query[: d.MAX_QUERY_CHARS], *args, **kwargs)
+
+    async def score(self, query: str, texts: Sequence[str]) -> list[float]:
+        return await super().score(query[: d.MAX_QUERY_CHARS], [t[: d.MAX_SCORE_TEXT_CHARS] for t in texts])
 
 
 def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
@@ -37,7 +41,9 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
     retrieve_channel = open_channel(peers["retrieve"], mb, cfg.services.token)
     verify_channel = open_channel(peers["verify"], mb, cfg.services.token)
     sessions = SessionStore(
-        open_state(cfg.state, cfg.data_dir, session_store.STORE, session_store.MIGRATIONS)
+        open_state(cfg.state, cfg.data_dir, session_store.STORE, session_store.MIGRATIONS),
+        cfg.generation.sessions_kept,
+        cfg.generation.session_turns_kept,
     )
     feedback = FeedbackStore(
         open_state(cfg.state, cfg.data_dir, feedback_store.STORE, feedback_store.MIGRATIONS)

@@ -8,10 +8,11 @@ from collections.abc import AsyncIterator, Callable
 import grpc
 
 from ragstack import convert
-from ragstack.domain import library_name
+from ragstack.domain import library_name, list_limit
 from ragstack.traces import check_trace_id
 from ragstack.v1 import agent_pb2, agent_pb2_grpc
 from services.agent.ask import Agent
+from services.agent.feedback import MAX_LIST
 
 
 class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
@@ -25,11 +26,11 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         events = self._agent.ask(
             request.question,
             library_name(request.library, self._default_library),
-            convert.mode_from_pb(request.mode),
+            convert.mode_of_request(request.mode),
             request.top_k,
             request.session_id,
             skip_memory=request.skip_memory,
-            query_mode=convert.query_mode_from_pb(request.query_mode),
+            query_mode=convert.query_mode_of_request(request.query_mode),
         )
         async for event in events:
             yield convert.ask_event_to_pb(event)
@@ -52,13 +53,13 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         self, request: agent_pb2.ListFeedbackRequest, context: grpc.aio.ServicerContext
     ) -> agent_pb2.ListFeedbackResponse:
         library = library_name(request.library, self._default_library) if request.library else ""
-        found = self._agent.feedback(request.limit or 50, library)
+        found = self._agent.feedback(list_limit(request.limit, MAX_LIST), library)
         return agent_pb2.ListFeedbackResponse(feedback=[convert.feedback_to_pb(f) for f in found])
 
     async def ListSessions(
         self, request: agent_pb2.ListSessionsRequest, context: grpc.aio.ServicerContext
     ) -> agent_pb2.ListSessionsResponse:
-        found = self._agent.sessions(request.limit or 50)
+        found = self._agent.sessions(list_limit(request.limit, MAX_LIST))
         return agent_pb2.ListSessionsResponse(
             sessions=[
                 agent_pb2.Session(

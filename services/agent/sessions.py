@@ -99,10 +99,28 @@ def check_session_id(session_id: str) -> str:
     return session_id
 
 
+# Recall reads a caller's newest memories of a library (`memories`), so no more are kept.
+MEMORIES_KEPT = 500
+
+
+def _owned_by(session_key: str) -> tuple[str, tuple[object, ...]]:
+    """The SQL condition (and its arguments) of the sessions whose owner holds `session_key`."""
+    owner, sep, _ = session_key.partition(":")
+    if not sep:  # the local admin's bare ids
+        return "session_id NOT LIKE '%:%'", ()
+    return "substr(session_id, 1, ?) = ?", (len(owner) + 1, f"{owner}:")
+
+
 class SessionStore:
-    def __init__(self, db: StateDB) -> None:
+    """Sessions and recall memory, bounded: each caller keeps its `sessions_kept` most recently active
+    sessions of `turns_kept` turns at most, and its newest MEMORIES_KEPT memories of each library,
+    so no caller grows the shared state without end."""
+
+    def __init__(self, db: StateDB, sessions_kept: int = 200, turns_kept: int = 50) -> None:
         self._db = db
         self._insertion = "rowid" if db.dialect == "sqlite" else "seq"
+        self._sessions_kept = sessions_kept
+        self._turns_kept = turns_kept
 
     def recent(self, session_id: str, n: int = 3) -> list[Turn]:
         """The last `n` turns, oldest first."""
@@ -128,13 +146,14 @@ class SessionStore:
         drafted: Sequence[str] = (),
     ) -> None:
         with self._db.transaction() as db:
-            count = db.one("SELECT COUNT(*) FROM turns WHERE session_id = ?", (session_id,))
+            last = db.one("SELECT MAX(n) FROM turns WHERE session_id = ?", (session_id,))
+            n = int(last[0] or 0) + 1 if last else 1
             db.execute(
                 "INSERT INTO turns (session_id, n, question, standalone, answer, abstained, at, cited,"
                 " drafted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     session_id,
-                    int(count[0] if count else 0) + 1,
+                    n,
                     question,
                     standalone,
                     answer,
@@ -144,16 +163,34 @@ class SessionStore:
                     json.dumps(list(drafted)),
                 ),
             )
+            db.execute(
+                "DELETE FROM turns WHERE session_id = ? AND n <= ?", (session_id, n - self._turns_kept)
+            )
+            where, args = _owned_by(session_id)  # and the owner's sessions past the newest kept
+            past = "LIMIT -1 OFFSET ?" if db.dialect == "sqlite" else "OFFSET ?"
+            db.execute(
+                f"DELETE FROM turns WHERE {where} AND session_id IN (SELECT session_id FROM turns WHERE "
+                f"{where} GROUP BY session_id ORDER BY MAX(at) DESC, session_id {past})",
+                (*args, *args, self._sessions_kept),
+            )
 
     def remember(
         self, library: str, question: str, answer: str, documents: list[str], at: str, owner: str = LOCAL.name
     ) -> None:
-        self._db.execute(
-            "INSERT INTO memory (library, question, answer, documents, at, owner) VALUES (?, ?, ?, ?, ?, ?)",
-            (library, question, answer, json.dumps(documents), at, owner),
-        )
+        with self._db.transaction() as db:
+            db.execute(
+                "INSERT INTO memory (library, question, answer, documents, at, owner) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (library, question, answer, json.dumps(documents), at, owner),
+            )
+            row = self._insertion
+            db.execute(
+                f"DELETE FROM memory WHERE library = ? AND owner = ? AND {row} NOT IN (SELECT {row} "
+                f"FROM memory WHERE library = ? AND owner = ? ORDER BY at DESC, {row} DESC LIMIT ?)",
+                (library, owner, library, owner, MEMORIES_KEPT),
+            )
 
-    def memories(self, library: str, owner: str = LOCAL.name, limit: int = 500) -> list[Memory]:
+    def memories(self, library: str, owner: str = LOCAL.name, limit: int = MEMORIES_KEPT) -> list[Memory]:
         """`owner`'s newest answered questions in the library, newest first."""
         rows = self._db.all(
             "SELECT question, answer, documents FROM memory WHERE library = ? AND owner = ? "

@@ -13,7 +13,7 @@ import grpc
 
 from ragstack import auth, convert
 from ragstack.convert_fields import to_pb
-from ragstack.domain import FileProgress, IngestSummary, SourceState, acl_groups, library_name
+from ragstack.domain import FileProgress, IngestSummary, SourceState, acl_groups, library_name, list_limit
 from ragstack.errors import Cancelled, InvalidArgument, NotFound, Unavailable
 from ragstack.guard.databases import ATTACHED
 from ragstack.guard.paths import PathGuard
@@ -218,7 +218,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         caller = auth.current()
         owner = None if caller.is_admin else caller.name
         return ingest_pb2.ListIngestJobsResponse(
-            jobs=[_job_pb(j) for j in self._queue().list(min(request.limit or 50, 500), owner)]
+            jobs=[_job_pb(j) for j in self._queue().list(list_limit(request.limit, 500), owner)]
         )
 
     async def CancelIngestJob(

@@ -20,6 +20,7 @@ from ragstack.batching import Batcher
 from ragstack.domain import (
     MAX_HEADING_PREFIX_BYTES,
     MAX_QUERY_CHARS,
+    MAX_SCORE_TEXT_CHARS,
     Candidate,
     Chunk,
     CommunityHit,
@@ -230,6 +231,10 @@ class Searcher:
         k = q.top_k or self._default_top_k
         if k < 0 or k > self._max_top_k:
             raise InvalidArgument(f"top_k {k} is out of range 1..{self._max_top_k} (retrieve.max_top_k)")
+        if q.max_per_document < 0:
+            raise InvalidArgument(
+                f"max_per_document {q.max_per_document} is negative (0: the configured cap)"
+            )
         cap = q.max_per_document or self._max_per_document
         mode = SearchMode.HYBRID if q.mode == SearchMode.AUTO else q.mode
         if mode == SearchMode.SQL:
@@ -461,6 +466,14 @@ class Searcher:
         """Cosine similarity of each text to the query, in order."""
         if not query.strip():
             raise InvalidArgument("query is empty")
+        if len(query) > MAX_QUERY_CHARS:
+            raise InvalidArgument(f"query is {len(query)} characters, over the limit of {MAX_QUERY_CHARS}")
+        longest = max(range(len(texts)), key=lambda i: len(texts[i]), default=None)
+        if longest is not None and len(texts[longest]) > MAX_SCORE_TEXT_CHARS:
+            raise InvalidArgument(
+                f"text {longest} is {len(texts[longest])} characters, over the limit of "
+                f"{MAX_SCORE_TEXT_CHARS} (the embedder reads the first 256 word pieces)"
+            )
         if len(texts) > self._max_score_texts:
             raise InvalidArgument(
                 f"{len(texts)} texts is over the limit of {self._max_score_texts} (retrieve.max_score_texts)"

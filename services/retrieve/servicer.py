@@ -40,7 +40,7 @@ class RetrieveServicer(retrieve_pb2_grpc.RetrieveServiceServicer):
                 text=request.query,
                 library=library_name(request.library, self._default_library),
                 top_k=request.top_k,
-                mode=convert.mode_from_pb(request.mode),
+                mode=convert.mode_of_request(request.mode),
                 where=SearchFilter(
                     document_ids=tuple(request.document_ids),
                     media_types=tuple(request.media_types),

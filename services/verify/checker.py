@@ -16,7 +16,15 @@ from typing import Protocol
 import numpy as np
 
 from ragstack import policy
-from ragstack.domain import Claim, Evidence, Manifest, Verdict, Verification
+from ragstack.domain import (
+    MAX_ANSWER_CHARS,
+    MAX_EVIDENCE_CHARS,
+    Claim,
+    Evidence,
+    Manifest,
+    Verdict,
+    Verification,
+)
 from ragstack.errors import InvalidArgument
 from ragstack.text import content_words, numbers, split_sentences
 from services.verify.claims import DraftClaim, split_claims
@@ -67,15 +75,21 @@ class OfflineChecker:
             return self.verdict(claim, Verdict.UNSUPPORTED, policy.CONFIDENCE_MISSING_NAME, reason)
         return None
 
-    def judge(self, claim: DraftClaim, evidence: Mapping[str, Evidence]) -> Claim:
+    def judge(
+        self, claim: DraftClaim, evidence: Mapping[str, Evidence], seen: dict[str, np.ndarray] | None = None
+    ) -> Claim:
+        """`seen`: the sentence vectors of earlier claims' evidence, reused (and added to)."""
         refused = self.guard(claim, evidence)
         if refused is not None:
             return refused
         cited = [evidence[r] for r in claim.refs if r in evidence]
         text = " ".join(e.text for e in cited)
         sentences = [s for e in cited for s in split_sentences(e.text)] or [text]
-        vectors = self._embedder.embed([claim.text, *sentences])
-        sims = vectors[1:] @ vectors[0]
+        seen = {} if seen is None else seen
+        new = [s for s in dict.fromkeys(sentences) if s not in seen]
+        vectors = self._embedder.embed([claim.text, *new])
+        seen.update(zip(new, vectors[1:], strict=True))
+        sims = np.stack([seen[s] for s in sentences]) @ vectors[0]
         words = content_words(claim.text)
         coverage = len(words & content_words(text)) / len(words) if words else 0.0
         w = policy.CLAIM_SIMILARITY_WEIGHT
@@ -130,7 +144,24 @@ class OfflineChecker:
 def _judged_offline(
     checker: OfflineChecker, drafts: Sequence[DraftClaim], evidence: Mapping[str, Evidence]
 ) -> dict[str, Claim]:
-    return {c.claim_id: checker.judge(c, evidence) for c in drafts}
+    seen: dict[str, np.ndarray] = {}  # each evidence sentence embedded once, however many claims cite it
+    return {c.claim_id: checker.judge(c, evidence, seen) for c in drafts}
+
+
+def _check_request(
+    answer: str, evidence: Sequence[Evidence], evidence_score: float, threshold: float
+) -> None:
+    """The request's limits (ragstack.domain), each refusal naming its own."""
+    if not answer.strip():
+        raise InvalidArgument("answer is empty")
+    if len(answer) > MAX_ANSWER_CHARS:
+        raise InvalidArgument(f"answer is {len(answer)} characters, over the limit of {MAX_ANSWER_CHARS}")
+    size = sum(len(e.text) for e in evidence)
+    if size > MAX_EVIDENCE_CHARS:
+        raise InvalidArgument(f"evidence is {size} characters in all, over the limit of {MAX_EVIDENCE_CHARS}")
+    for name, value in (("evidence_score", evidence_score), ("abstain_threshold", threshold)):
+        if not 0.0 <= value <= 1.0:  # NaN too
+            raise InvalidArgument(f"{name} {value} is not between 0 and 1")
 
 
 def _mentions(text: str, name: str) -> bool:
@@ -164,8 +195,7 @@ class Verifier:
         evidence_score: float,
         abstain_threshold: float = 0.0,
     ) -> Verification:
-        if not answer.strip():
-            raise InvalidArgument("answer is empty")
+        _check_request(answer, evidence, evidence_score, abstain_threshold)
         by_ref = {e.ref: e for e in evidence}
         drafts, judged, method = self._judged(answer, by_ref)
         # Verdicts are matched to claims by id; a claim without a verdict is unsupported.
@@ -179,9 +209,8 @@ class Verifier:
         ratio = sum(weight[c.verdict] for c in claims) / len(claims) if claims else 0.0
         threshold = abstain_threshold or self._abstain_threshold
         abstain = ratio < threshold or not claims
-        grade = min(max(evidence_score, 0.0), 1.0)
         w = policy.CONFIDENCE_CLAIMS_WEIGHT
-        confidence = w * ratio + (1 - w) * grade
+        confidence = w * ratio + (1 - w) * evidence_score
         if abstain:
             confidence = min(confidence, policy.ABSTAIN_CONFIDENCE_CAP)
         manifest = Manifest(claims, round(ratio, 4), method, True)

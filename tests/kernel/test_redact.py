@@ -13,6 +13,7 @@ from ragstack.redact import (
     RedactingFilter,
     install_log_redaction,
     is_secret_name,
+    redact_message,
     redact_text,
     redact_url,
     strip_userinfo,
@@ -352,3 +353,27 @@ def test_install_log_redaction_covers_root_handlers_and_library_loggers(
         assert secret not in out, out
     assert f"https://u:{MASK}@h.example/?token={MASK}&x=1" in out
     assert f"postgresql://bob:{MASK}@db/shop?sslmode=require" in out
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["a" * 200_000, "a.b" * 70_000, "a= " * 70_000, "x://" * 50_000, "a=b" * 70_000, "a='" * 70_000],
+    ids=["letters", "dotted", "empty pairs", "schemes", "nested pairs", "open quotes"],
+)
+def test_redaction_is_linear_and_never_recurses_without_end(text: str) -> None:
+    """A caller's long value may reach an error message: no run of it may cost quadratic time (a
+    16,000-letter trace id took 2.4 s) or overflow the stack (`a=ba=b...` nested one pair a level)."""
+    import time
+
+    start = time.process_time()
+    redact_text(text)
+    assert time.process_time() - start < 5  # about 0.1 s here; quadratic was minutes
+
+
+def test_deeply_nested_pairs_are_masked_whole_and_messages_are_cut() -> None:
+    assert redact_text("a=b=c=d=e=f=g token=1") == f"a=b=c=d=e={MASK} token={MASK}"
+    assert redact_text("url=https://h/p?token=abc&x=1") == f"url=https://h/p?token={MASK}&x=1"
+    long = "https://u:pw@h/ " + "x" * 10_000
+    cut = redact_message(long)
+    assert cut.startswith(f"https://u:{MASK}@h/ x") and cut.endswith("… (10016 characters, cut)")
+    assert len(cut) < 2100 and redact_message("short password=1") == f"short password={MASK}"

@@ -30,7 +30,7 @@ class Verify:
                 verification = await self._verifier.verify(
                     draft.text,
                     [d.Evidence(e.ref, e.hit.chunk.chunk_id, e.hit.chunk.text) for e in draft.evidence],
-                    evidence_score,
+                    min(max(evidence_score, 0.0), 1.0),  # the service refuses a grade out of 0..1
                 )
         else:
             verification = d.Verification(

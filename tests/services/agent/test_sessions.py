@@ -76,6 +76,33 @@ def test_recall_memory_is_each_principals_own(state_config: StateConfig, tmp_pat
     store.close()
 
 
+def test_each_caller_keeps_its_newest_sessions_turns_and_memories(
+    state_config: StateConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """However many asks one caller makes, what it leaves in the shared state is bounded, and
+    another caller's sessions are never what makes room."""
+    monkeypatch.setattr(sessions, "MEMORIES_KEPT", 3)
+    store = SessionStore(state_tools.store(state_config, tmp_path, sessions), sessions_kept=2, turns_kept=3)
+    store.add("bob:keep", "b1", "b1", "a", False, "2026-11-30T00:00:00")
+    store.add("local-one", "l1", "l1", "a", False, "2026-11-30T00:00:01")
+    for n in range(5):  # one long session: its newest three turns stay, numbered on
+        store.add("ann:long", f"q{n}", f"q{n}", "a", False, f"2026-11-30T01:00:0{n}")
+    assert [t.question for t in store.recent("ann:long", 10)] == ["q2", "q3", "q4"]
+    for n in range(4):  # new sessions: the two most recently active stay
+        store.add(f"ann:s{n}", f"s{n}", f"s{n}", "a", False, f"2026-11-30T02:00:0{n}")
+    assert [s.session_id for s in store.list(owner="ann")] == ["s3", "s2"]
+    assert [s.session_id for s in store.list(owner="bob")] == ["keep"]
+    assert [s.session_id for s in store.list(owner="local")] == ["local-one"]
+    for n in range(5):
+        store.remember("lib", f"m{n}", "a", ["d"], f"2026-11-30T03:00:0{n}", "ann")
+    store.remember("lib", "bob's", "a", ["d"], "2026-11-30T04:00:00", "bob")
+    store.remember("other", "elsewhere", "a", ["d"], "2026-11-30T04:00:00", "ann")
+    assert [m.question for m in store.memories("lib", "ann", limit=10)] == ["m4", "m3", "m2"]
+    assert [m.question for m in store.memories("lib", "bob")] == ["bob's"]
+    assert [m.question for m in store.memories("other", "ann")] == ["elsewhere"]
+    store.close()
+
+
 def test_a_file_from_before_versions_is_adopted_with_its_rows(tmp_path: Path) -> None:
     """A sessions.sqlite made before principals and turn evidence: its memories were the local
     admin's, its turns carry no evidence, and both stay."""

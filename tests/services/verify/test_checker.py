@@ -117,3 +117,35 @@ def test_a_date_that_differs_is_not_supported(verifier: Verifier) -> None:
     assert (
         other.manifest.claims[0].verdict == Verdict.UNSUPPORTED and "April" in other.manifest.claims[0].reason
     )
+
+
+@pytest.mark.parametrize(
+    ("answer", "evidence", "score", "threshold", "said"),
+    [
+        ("x [1]. " * 10_000, EVIDENCE, 0.5, 0.0, "answer is 70000 characters, over the limit of 64000"),
+        ("BM25 [1].", [Evidence("1", "c:0", "k1. " * 250_001)], 0.5, 0.0, "over the limit of 1000000"),
+        ("BM25 [1].", EVIDENCE, float("nan"), 0.0, "evidence_score nan is not between 0 and 1"),
+        ("BM25 [1].", EVIDENCE, 0.5, 1.5, "abstain_threshold 1.5 is not between 0 and 1"),
+    ],
+    ids=["long answer", "much evidence", "NaN grade", "threshold over 1"],
+)
+def test_requests_past_a_limit_are_refused_naming_it(
+    verifier: Verifier, answer: str, evidence: list[Evidence], score: float, threshold: float, said: str
+) -> None:
+    with pytest.raises(InvalidArgument, match=said):
+        verifier.verify(answer, evidence, score, threshold)
+
+
+def test_each_evidence_sentence_is_embedded_once_however_many_claims_cite_it(embedder) -> None:  # type: ignore[no-untyped-def]
+    embedded: list[str] = []
+
+    class Counting:
+        def embed(self, texts):  # type: ignore[no-untyped-def]
+            embedded.extend(texts)
+            return embedder.embed(texts)
+
+    alone = Verifier(OfflineChecker(embedder, 0.55, 0.4), abstain_threshold=0.5)
+    counted = Verifier(OfflineChecker(Counting(), 0.55, 0.4), abstain_threshold=0.5)
+    answer = "BM25 has two parameters [1]. Tantivy defaults to b = 0.75 [1]. RRF uses k = 60 [1][2]."
+    assert counted.verify(answer, EVIDENCE, 0.5) == alone.verify(answer, EVIDENCE, 0.5)
+    assert len(embedded) == 3 + 4  # each claim, and the 4 evidence sentences once (not 2 + 2 + 4)
