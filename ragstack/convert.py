@@ -453,8 +453,9 @@ _RATING_FROM_PB = {int(v): k for k, v in _RATING_TO_PB.items()}
 
 
 def rating_from_pb(value: int) -> str:
-    """`up` or `down`; empty for no rating (refused where it is checked)."""
-    return _RATING_FROM_PB.get(value, "")
+    """`up` or `down`; empty for no rating, the number for one this server does not know (both
+    refused, and named, where they are checked)."""
+    return _RATING_FROM_PB.get(value, str(value) if value else "")
 
 
 def rating_to_pb(rating: str) -> agent_pb2.Rating:

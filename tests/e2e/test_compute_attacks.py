@@ -453,7 +453,7 @@ async def test_feedback_rules_hold(world: World) -> None:
         "2001 characters",
         "over the limit of 2000",
     )
-    refused(await rpc(w, "agent", "SendFeedback", send(trace_id=w.trace_id, rating=7)), "up, down")
+    refused(await rpc(w, "agent", "SendFeedback", send(trace_id=w.trace_id, rating=7)), "'7'", "up, down")
     refused(await rpc(w, "agent", "SendFeedback", send(trace_id=w.trace_id)), "up, down")
     refused(await rpc(w, "agent", "SendFeedback", send(trace_id="../../sessions", rating=1)), "trace id")
     other = await rpc(w, "agent", "SendFeedback", send(trace_id=w.trace_id, rating=1), "reader2")
