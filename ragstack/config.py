@@ -279,6 +279,12 @@ class IngestConfig(_Strict):
     job_backoff_s: float = Field(
         10.0, gt=0, le=3600, description="Queued ingest: the first retry's delay; each later one doubles it."
     )
+    job_pending_limit: int = Field(
+        100,
+        ge=1,
+        description="Queued ingest: jobs one caller may have queued or running at once; past it "
+        "SubmitIngest is refused (RESOURCE_EXHAUSTED, naming this setting).",
+    )
     source_tick_s: float = Field(
         1.0, gt=0, le=60, description="Sources: how often the ingester looks for a source that is due."
     )

@@ -20,7 +20,7 @@ import sqlite3
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +37,8 @@ _SAMPLES = 5  # sample values per column shown to the agent
 _MAX_DISTINCT = 50  # a text column with at most this many values is categorical: all of them kept
 _CELL_CHARS = 500  # a longer value is cut in the rows returned
 _MAX_VALUE_BYTES = 1_000_000  # SQLite: no value (intermediate ones too) may grow larger
+_SAMPLE_TIMEOUT_S = 2.0  # one sample or count query of a schema
+_SCHEMA_TIMEOUT_S = 10.0  # all of a schema's: past it, the rest go without samples and counts
 
 
 class SqlFailed(RagstackError):
@@ -161,13 +163,37 @@ def _rows(columns: Sequence[str], fetched: Sequence[Sequence[Any]], sql: str) ->
     return Rows(tuple(columns), tuple(tuple(_cell(v) for v in r) for r in fetched), False, sql)
 
 
-def _samples(column: str, conn: Any, query: Any) -> tuple[str, ...]:
-    """Every value of a categorical column (`query` on `conn` reads its distinct values), else the
-    first few; none of a column whose name looks like a secret (its values are not even read)."""
+# Rows of a schema query, or None when it was stopped (or not run) for the time it took.
+Read = Callable[[Any], list[Any] | None]
+
+
+def _budgeted(run: Callable[[Any, float], list[Any] | None]) -> Read:
+    """A schema's sample and count queries, each stopped after _SAMPLE_TIMEOUT_S and none started
+    past _SCHEMA_TIMEOUT_S in all: a view that never ends (a recursive CTE) costs the attach a few
+    seconds and its samples, never the service a core. `run(query, seconds)` stops one query."""
+    end = time.monotonic() + _SCHEMA_TIMEOUT_S
+
+    def read(query: Any) -> list[Any] | None:
+        left = end - time.monotonic()
+        return run(query, min(left, _SAMPLE_TIMEOUT_S)) if left > 0 else None
+
+    return read
+
+
+def _samples(column: str, read: Read, query: Any) -> tuple[str, ...]:
+    """Every value of a categorical column (`query` reads its distinct values), else the first few;
+    none of a column whose name looks like a secret (its values are not even read), nor of one whose
+    query ran out of time."""
     if is_secret_name(column):
         return ()
-    out = [str(_cell(r[0])) for r in conn.execute(query).fetchall() if r[0] is not None]
+    out = [str(_cell(r[0])) for r in read(query) or () if r[0] is not None]
     return tuple(out if len(out) <= _MAX_DISTINCT else out[:_SAMPLES])
+
+
+def _count(read: Read, query: Any) -> int:
+    """A table's row count; -1 when counting ran out of time."""
+    rows = read(query)
+    return int(rows[0][0]) if rows else -1
 
 
 # --- SQLite ---------------------------------------------------------------------------------------
@@ -216,16 +242,17 @@ class SqliteSource(Source):
                     "AND name NOT LIKE 'sqlite_%' ORDER BY name"
                 )
             ]
+            conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _MAX_VALUE_BYTES)
+            read = _budgeted(lambda sql, seconds: _sqlite_rows(conn, sql, seconds))
             tables = []
             for name in names:
                 q = _quote_ident(name)
                 cols = []
                 for _, col, typ, *_ in conn.execute(f"PRAGMA table_info({q})").fetchall():
                     sql = f"SELECT DISTINCT {_quote_ident(col)} FROM {q} LIMIT 51"
-                    cols.append(Column(col, typ or "", _samples(col, conn, sql)))
+                    cols.append(Column(col, typ or "", _samples(col, read, sql)))
                 keys = tuple((r[3], r[2], r[4] or "") for r in conn.execute(f"PRAGMA foreign_key_list({q})"))
-                count = conn.execute(f"SELECT count(*) FROM {q}").fetchone()[0]
-                tables.append(Table(name, tuple(cols), keys, count))
+                tables.append(Table(name, tuple(cols), keys, _count(read, f"SELECT count(*) FROM {q}")))
         return tables
 
     def _execute(self, sql: str, limit: int, timeout_s: float, bounded: bool = False) -> Rows:
@@ -244,6 +271,19 @@ class SqliteSource(Source):
                     raise SqlFailed(f"the query ran over its {timeout_s:g} s limit") from None
                 raise SqlFailed(f"SQLite: {driver_error(err)}") from None
             return _rows([c[0] for c in cur.description or ()], fetched, sql)
+
+
+def _sqlite_rows(conn: sqlite3.Connection, sql: str, seconds: float) -> list[Any] | None:
+    stop = time.monotonic() + seconds
+    conn.set_progress_handler(lambda: int(time.monotonic() > stop), 10_000)
+    try:
+        return conn.execute(sql).fetchall()
+    except sqlite3.OperationalError:
+        if time.monotonic() > stop:
+            return None
+        raise
+    finally:
+        conn.set_progress_handler(None, 0)
 
 
 def _quote_ident(name: str) -> str:
@@ -335,7 +375,9 @@ class PostgresSource(Source):
     def schema(self) -> list[Table]:
         from psycopg import sql as pgsql
 
+        # The connection's statement_timeout stops each query (an error there ends the schema).
         with self._connect(10.0) as conn:
+            read: Read = lambda query: conn.execute(query).fetchall()  # noqa: E731
             columns: dict[str, list[tuple[str, str, str]]] = {}
             for schema, table, col, typ in conn.execute(_PG_COLUMNS):
                 name = table if schema == "public" else f"{schema}.{table}"
@@ -350,9 +392,9 @@ class PostgresSource(Source):
                 out = []
                 for _, col, typ in cols:
                     q = pgsql.SQL("SELECT DISTINCT {} FROM {} LIMIT 51").format(pgsql.Identifier(col), ident)
-                    out.append(Column(col, typ, _samples(col, conn, q)))
-                count = conn.execute(pgsql.SQL("SELECT count(*) FROM {}").format(ident)).fetchone()
-                tables.append(Table(name, tuple(out), tuple(keys.get(name, ())), count[0] if count else -1))
+                    out.append(Column(col, typ, _samples(col, read, q)))
+                count = _count(read, pgsql.SQL("SELECT count(*) FROM {}").format(ident))
+                tables.append(Table(name, tuple(out), tuple(keys.get(name, ())), count))
         return tables
 
     def _execute(self, sql: str, limit: int, timeout_s: float, bounded: bool = False) -> Rows:
@@ -452,15 +494,16 @@ class DuckDBSource(Source):
                 "FROM duckdb_constraints() WHERE constraint_type = 'FOREIGN KEY'"
             ).fetchall():
                 keys.setdefault(table, []).append((con_cols[0], ref_table, ref_cols[0]))
+            read = _budgeted(lambda sql, seconds: _duckdb_rows(conn, sql, seconds))
             tables = []
             for table, columns in cols.items():
                 q = _quote_ident(table)
                 out = []
                 for c, t in columns:
                     sql = f"SELECT DISTINCT {_quote_ident(c)} FROM {q} LIMIT 51"
-                    out.append(Column(c, t, _samples(c, conn, sql)))
-                count = conn.execute(f"SELECT count(*) FROM {q}").fetchone()
-                tables.append(Table(table, tuple(out), tuple(keys.get(table, ())), count[0] if count else -1))
+                    out.append(Column(c, t, _samples(c, read, sql)))
+                count = _count(read, f"SELECT count(*) FROM {q}")
+                tables.append(Table(table, tuple(out), tuple(keys.get(table, ())), count))
         return tables
 
     def _execute(self, sql: str, limit: int, timeout_s: float, bounded: bool = False) -> Rows:
@@ -492,3 +535,16 @@ class DuckDBSource(Source):
             finally:
                 timer.cancel()
             return _rows(names, fetched, sql)
+
+
+def _duckdb_rows(conn: Any, sql: str, seconds: float) -> list[Any] | None:
+    import duckdb
+
+    timer = threading.Timer(seconds, conn.interrupt)
+    timer.start()
+    try:
+        return list(conn.execute(sql).fetchall())
+    except duckdb.InterruptException:
+        return None
+    finally:
+        timer.cancel()

@@ -141,6 +141,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         lease_s=cfg.ingest.job_lease_s,
         attempts=cfg.ingest.job_attempts,
         backoff_s=cfg.ingest.job_backoff_s,
+        pending_limit=cfg.ingest.job_pending_limit,
     )
     sources = build_sources(cfg, pipeline, jobs, paths, lambda: servicer.wake())
     servicer = IngestServicer(

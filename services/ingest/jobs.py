@@ -21,7 +21,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ragstack.errors import Cancelled, FailedPrecondition, InvalidArgument, NotFound, PermissionDenied
+from ragstack.errors import (
+    Cancelled,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    ResourceExhausted,
+)
 from ragstack.state import Migration, StateDB
 from ragstack.state.migrations import ensure_column, split_statements
 
@@ -114,8 +121,10 @@ class JobStore:
         attempts: int = 3,
         backoff_s: float = 10.0,
         worker: str | None = None,
+        pending_limit: int = 100,
     ) -> None:
         self._db = db
+        self.pending_limit = pending_limit
         self._now = now
         self.lease_s = lease_s
         self._attempts = attempts
@@ -128,20 +137,38 @@ class JobStore:
         self._scope = f"{row[0] if row else db.store}"
 
     def submit(
-        self, library: str, request: bytes, principal: str = "", caller: str = "", source: str = ""
+        self,
+        library: str,
+        request: bytes,
+        principal: str = "",
+        caller: str = "",
+        source: str = "",
+        bounded: bool = False,
     ) -> Job:
         """Queues `request`; `principal` names the submitter, `caller` is what to run the job as,
-        `source` the source it syncs (if it does)."""
+        `source` the source it syncs (if it does). `bounded` (a caller's request): refused with
+        ResourceExhausted when the submitter has `pending_limit` jobs queued or running already."""
         at = self._now().isoformat()
         job_id = uuid.uuid4().hex
         # SQLite has no sequence: the next number is taken under its write lock.
         seq = ", seq" if self._db.dialect == "sqlite" else ""
         value = ", (SELECT coalesce(max(seq), 0) + 1 FROM jobs)" if seq else ""
-        self._db.execute(
-            "INSERT INTO jobs (job_id, library, request, state, submitted_at, updated_at, principal,"
-            f" caller, source{seq}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?{value})",
-            (job_id, library, request, QUEUED, at, at, principal, caller, source),
-        )
+        with self._db.transaction() as db:
+            if bounded:
+                row = db.one(
+                    "SELECT count(*) FROM jobs WHERE principal = ? AND state IN (?, ?)",
+                    (principal, QUEUED, RUNNING),
+                )
+                if row and int(row[0]) >= self.pending_limit:
+                    raise ResourceExhausted(
+                        f"refused: {principal[:64]} has {row[0]} ingest jobs queued or running, the "
+                        f"limit (ingest.job_pending_limit); wait for some to finish, or cancel some"
+                    )
+            db.execute(
+                "INSERT INTO jobs (job_id, library, request, state, submitted_at, updated_at, principal,"
+                f" caller, source{seq}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?{value})",
+                (job_id, library, request, QUEUED, at, at, principal, caller, source),
+            )
         job = self.get(job_id)
         assert job is not None
         return job

@@ -188,6 +188,7 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
                 auth.current().name,
                 auth.current().to_header(),
                 wanted.source,
+                bounded=True,
             )
             self._wake.set()
             return ingest_pb2.SubmitIngestResponse(job=_job_pb(job))
@@ -200,7 +201,9 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         if missing:  # refused now, not when the job runs
             raise InvalidArgument(f"path does not exist: {missing[0]}")
         caller = auth.current()
-        job = self._queue().submit(library, wanted.SerializeToString(), caller.name, caller.to_header())
+        job = self._queue().submit(
+            library, wanted.SerializeToString(), caller.name, caller.to_header(), bounded=True
+        )
         self._wake.set()
         return ingest_pb2.SubmitIngestResponse(job=_job_pb(job))
 

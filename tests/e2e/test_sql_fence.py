@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import sqlite3
 import tempfile
 import time
 from collections import Counter, defaultdict
@@ -30,6 +31,8 @@ import pytest
 
 from ragstack.errors import PermissionDenied
 from ragstack.sql import Rows, Source, SqlFailed, SqlRefused, open_source
+from ragstack.sql import sources as sql_sources
+from ragstack.sql.sources import DuckDBSource, SqliteSource
 from tests.tools import shop
 from tests.tools.postgres import ADMIN_PASSWORD, PostgresServer, unavailable_reason
 
@@ -963,6 +966,43 @@ def test_schema_lists_the_user_tables(dbs: Databases, dialect: str) -> None:
         o.status for o in shop.ORDERS
     }
     assert ("customer_id", "customers", "id") in tables["orders"].foreign_keys
+
+
+ENDLESS_VIEW = (
+    "CREATE VIEW endless AS WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) "
+    "SELECT n FROM r WHERE n < 0"
+)
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "duckdb"])
+def test_a_view_that_never_ends_costs_the_schema_its_samples_not_the_service(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dialect: str
+) -> None:
+    """Sample values and counts are read at attach time, through every view: each query is stopped
+    at its own budget, and none starts past the schema's, so the attach ends."""
+    monkeypatch.setattr(sql_sources, "_SAMPLE_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(sql_sources, "_SCHEMA_TIMEOUT_S", 1.0)
+    script = ["CREATE TABLE t (a INTEGER)", "INSERT INTO t VALUES (7)", ENDLESS_VIEW]
+    script += [ENDLESS_VIEW.replace("endless", f"endless{i}", 1) for i in range(5)]
+    path = tmp_path / f"endless.{dialect}"
+    if dialect == "sqlite":
+        with sqlite3.connect(path) as conn:
+            for statement in script:
+                conn.execute(statement)
+        conn.close()
+        source: Source = SqliteSource(path)
+    else:
+        import duckdb
+
+        with duckdb.connect(str(path)) as conn:
+            for statement in script:
+                conn.execute(statement)
+        source = DuckDBSource(path)
+    started = time.monotonic()
+    tables = {t.name: t for t in source.schema()}
+    assert time.monotonic() - started < 10  # 1 s of budget, and the query in flight stopped
+    assert tables["endless"].row_count == -1 and tables["endless"].columns[0].samples == ()
+    assert set(tables) == {"t", "endless", *(f"endless{i}" for i in range(5))}  # all listed, if late
 
 
 @pytest.mark.parametrize("dialect", ALL)

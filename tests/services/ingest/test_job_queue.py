@@ -12,8 +12,17 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from ragstack.config import StateConfig
-from ragstack.errors import FailedPrecondition, InvalidArgument, NotFound, PermissionDenied, Unavailable
+from ragstack.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    ResourceExhausted,
+    Unavailable,
+)
 from ragstack.state.migrations import version
 from services.ingest import jobs
 from services.ingest.jobs import CANCELLED, DEAD, DONE, FAILED, QUEUED, RUNNING, JobStore, retryable
@@ -243,6 +252,26 @@ def test_cancel_stops_a_queued_job_and_tells_the_running_worker(
     assert elsewhere.cancel(behind.job_id).state == DONE  # type: ignore[union-attr]  # ended stays ended
     runner.close()
     elsewhere.close()
+
+
+def test_a_caller_may_have_so_many_jobs_pending_and_no_more(
+    state_config: StateConfig, tmp_path: Path
+) -> None:
+    queue = worker(state_config, tmp_path, pending_limit=2)
+    first = queue.submit("x", b"", "ann", bounded=True)
+    queue.submit("y", b"", "ann", bounded=True)
+    with pytest.raises(
+        ResourceExhausted, match=r"ann has 2 ingest jobs queued or running.*job_pending_limit"
+    ):
+        queue.submit("z", b"", "ann", bounded=True)
+    queue.submit("z", b"", "bob", bounded=True)  # another caller's room is its own
+    queue.submit("z", b"", "ann")  # a source's poll is not a caller's request
+    assert queue.claim()[0].job_id == first.job_id  # type: ignore[index]  # running counts too
+    queue.finish(first.job_id, b"")
+    queue.cancel(queue.submit("w", b"", "bob", bounded=True).job_id)  # ended jobs make room
+    assert queue.submit("z", b"", "ann", bounded=False).state == QUEUED
+    assert [j.library for j in queue.list(10, "ann")][:1] == ["z"]
+    queue.close()
 
 
 def test_a_stopping_worker_hands_its_job_back_at_once(state_config: StateConfig, tmp_path: Path) -> None:
