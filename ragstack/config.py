@@ -803,7 +803,9 @@ class ApiKey(_Strict):
         "reader", description="reader: ask, read; writer: + ingest, delete; admin: + databases, stores."
     )
     libraries: list[str] = Field(
-        default_factory=lambda: ["*"], min_length=1, description="Libraries it may use; * is all."
+        default_factory=lambda: ["*"],
+        min_length=1,
+        description="Libraries it may use; * is all (an admin's must be *).",
     )
     groups: list[str] = Field(
         default_factory=list,
@@ -829,6 +831,17 @@ class ApiKey(_Strict):
     def _one_secret(self) -> ApiKey:
         if bool(self.key) == bool(self.key_sha256):
             raise ValueError("give exactly one of key and key_sha256")
+        return self
+
+    @model_validator(mode="after")
+    def _admins_are_unscoped(self) -> ApiKey:
+        # Snapshots, vacuum, statistics and everyone's jobs span every library: a scope on an admin
+        # would read as a limit it is not.
+        if self.role == "admin" and self.libraries != ["*"]:
+            raise ValueError(
+                f"key {self.name!r}: an admin uses every library, so its libraries must be ['*'] "
+                f"(not {self.libraries[:5]}); give a library's keeper the writer role instead"
+            )
         return self
 
 

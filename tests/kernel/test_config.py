@@ -73,6 +73,17 @@ def test_bad_value_is_named(tmp_path: Path) -> None:
         load_config(path, {})
 
 
+def test_an_admin_key_with_a_library_scope_is_refused(tmp_path: Path) -> None:
+    """Admins span every library (snapshots, vacuum, everyone's jobs): a scope would be ignored."""
+    path = tmp_path / "ragstack.yaml"
+    key = "  - {name: team-admin, key: k-0123456789abcdef, role: admin, libraries: [team]}\n"
+    path.write_text("gateway:\n  api_keys:\n" + key)
+    with pytest.raises(ConfigError, match=r"an admin uses every library.*writer role"):
+        load_config(path, {})
+    path.write_text("gateway:\n  api_keys:\n" + key.replace("role: admin", "role: writer"))
+    assert load_config(path, {}).gateway.api_keys[0].libraries == ["team"]
+
+
 def test_environment_overrides_the_file(tmp_path: Path) -> None:
     path = tmp_path / "ragstack.yaml"
     path.write_text("retrieve:\n  top_k: 3\n")
