@@ -157,6 +157,7 @@ class IngestConfig(_Strict):
     retention_days: int = Field(
         7,
         ge=0,
+        le=36_500,
         description="Vacuum (`ragstack store vacuum`, the Vacuum RPC) removes LanceDB versions older than "
         "this many days; the versions snapshots pin are kept.",
     )

@@ -48,6 +48,7 @@ _RESTORING = ".restoring.json"  # in the snapshots folder while a restore runs
 _BRANCH = "snapshot-"
 # Git-style ref rules (LanceDB branch names follow them); no dot first also keeps names off `.`/`..`.
 _NAME = re.compile(r"^[A-Za-z0-9_-](?:[A-Za-z0-9_.-]{0,62}[A-Za-z0-9_-])?\Z")
+MAX_RETENTION_DAYS = 36_500
 
 
 class SnapshotUnusable(RagstackError):
@@ -274,8 +275,10 @@ class StoreLifecycle:
         """Compacts small LanceDB fragments and removes the versions older than `older_than_days`
         (the latest version of each table and the versions snapshots pin are kept); then tantivy's
         unused files. With 0, a search still reading an older version when it goes may fail once."""
-        if older_than_days < 0:
-            raise InvalidArgument(f"older_than_days must be 0 or more, not {older_than_days}")
+        if not 0 <= older_than_days <= MAX_RETENTION_DAYS:  # past it the date arithmetic overflows
+            raise InvalidArgument(
+                f"older_than_days must be 0 to {MAX_RETENTION_DAYS} (a century), not {older_than_days}"
+            )
         with self._lock:
             lance = self._lance_folder()
             lance_before = folder_bytes(lance) if lance is not None else 0
