@@ -58,7 +58,7 @@ class SnapshotUnusable(RagstackError):
 def check_name(name: str) -> str:
     if not _NAME.match(name) or ".." in name or name.endswith(".lock"):
         raise InvalidArgument(
-            f"invalid snapshot name {name!r}: use 1-64 of A-Z a-z 0-9 _ - . , neither starting nor "
+            f"invalid snapshot name {name[:80]!r}: use 1-64 of A-Z a-z 0-9 _ - . , neither starting nor "
             "ending with a dot, without `..`, not ending in `.lock`"
         )
     return name
