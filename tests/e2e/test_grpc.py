@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import grpc
@@ -111,12 +112,21 @@ async def test_a_calls_server_span_is_its_callers_child_with_its_status(stack, s
             await client.search("x", "default", 1000, d.SearchMode.LEXICAL)
     await channel.close()
     assert refused.value.code == "INVALID_ARGUMENT"
-    ours = [
-        s
-        for s in spans.get_finished_spans()
-        if s.name == "/ragstack.v1.RetrieveService/Search"
-        and s.context.trace_id == caller.get_span_context().trace_id
-    ]
+
+    def ours_now() -> list:  # type: ignore[type-arg]
+        return [
+            s
+            for s in spans.get_finished_spans()
+            if s.name == "/ragstack.v1.RetrieveService/Search"
+            and s.context.trace_id == caller.get_span_context().trace_id
+        ]
+
+    # The caller has the refusal as soon as the status is sent; the server's span ends just after.
+    for _ in range(50):
+        if len(ours_now()) == 2:
+            break
+        await asyncio.sleep(0.1)
+    ours = ours_now()
     assert len(ours) == 2
     assert all(s.parent is not None and s.parent.span_id == caller.get_span_context().span_id for s in ours)
     assert all(s.kind == trace.SpanKind.SERVER and s.attributes["rpc.method"] == "Search" for s in ours)
