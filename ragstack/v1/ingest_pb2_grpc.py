@@ -279,8 +279,9 @@ class IngestServiceServicer:
 
     def SubmitIngest(self, request, context):
         """Queues an ingest and returns at once: the job is kept in the shared state (<data_dir>/jobs.sqlite
-        or PostgreSQL at `state.url`), run in submission order by the ingest workers (each service
-        process runs one job at a time, one worker per library), and survives a restart (a job whose
+        or PostgreSQL at `state.url`), run by the ingest workers (each service process runs one job at
+        a time, one worker per library; each caller's jobs in the order submitted, callers taking turns,
+        so one caller's many jobs delay another's by one job each), and survives a restart (a job whose
         worker stopped or died is run again; fingerprints skip what it had committed). A failure that
         may pass is retried with backoff; after `ingest.job_attempts` starts the job is DEAD.
         Errors: INVALID_ARGUMENT when nothing is given or a path does not exist.

@@ -1,9 +1,12 @@
 """The durable ingest queue in the shared state (SQLite or PostgreSQL, ragstack/state), shared by
-any number of ingest workers. Jobs run in submission order, one writer per library at a time. A
-worker holds its running job on a lease it renews; a job whose worker died is taken again by any
-worker once the lease runs out (the pipeline's fingerprints make the second run redo only what the
-first did not commit). A failure that may pass is retried with exponential backoff; a job started
-`attempts` times is dead-lettered with its last error.
+any number of ingest workers, one writer per library at a time. Submitters take turns: each job gets
+a turn when queued, one after its submitter's pending jobs and none before the turn of the latest
+job started, and jobs run by turn, then in the order submitted. So a caller's hundred queued jobs
+delay another caller's first by one job, not by all hundred, and each caller's own jobs keep their
+order. A worker holds its running job on a lease it renews; a job whose worker died is taken again
+by any worker once the lease runs out (the pipeline's fingerprints make the second run redo only
+what the first did not commit). A failure that may pass is retried with exponential backoff; a job
+started `attempts` times is dead-lettered with its last error.
 
 In PostgreSQL a claim locks the row it takes (`FOR UPDATE SKIP LOCKED`, so workers never wait on
 each other) and a session advisory lock on the library, which goes with the worker's connection
@@ -83,7 +86,15 @@ def _first(db: StateDB) -> None:
         db.execute(statement)
 
 
-MIGRATIONS = (Migration(1, "ingest jobs with leases, retries and a dead-letter state", _first),)
+_TURNS = """
+ALTER TABLE jobs ADD COLUMN turn BIGINT NOT NULL DEFAULT 0;
+CREATE INDEX IF NOT EXISTS jobs_turn ON jobs (turn);
+"""
+
+MIGRATIONS = (
+    Migration(1, "ingest jobs with leases, retries and a dead-letter state", _first),
+    Migration(2, "ingest jobs take turns between submitters", _TURNS),
+)
 
 
 def retryable(err: BaseException) -> bool:
@@ -153,6 +164,13 @@ class JobStore:
         # SQLite has no sequence: the next number is taken under its write lock.
         seq = ", seq" if self._db.dialect == "sqlite" else ""
         value = ", (SELECT coalesce(max(seq), 0) + 1 FROM jobs)" if seq else ""
+        # One after the submitter's pending jobs, and never before the latest job started.
+        larger = "greatest" if self._db.dialect == "postgres" else "max"
+        turn = (
+            f"{larger}((SELECT coalesce(max(turn), 0) + 1 FROM jobs WHERE principal = ?"
+            " AND state IN (?, ?)), (SELECT coalesce(max(turn), 0) FROM jobs WHERE attempts > 0))"
+        )
+        turn_args = (principal, QUEUED, RUNNING)
         with self._db.transaction() as db:
             if bounded:
                 row = db.one(
@@ -166,8 +184,8 @@ class JobStore:
                     )
             db.execute(
                 "INSERT INTO jobs (job_id, library, request, state, submitted_at, updated_at, principal,"
-                f" caller, source{seq}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?{value})",
-                (job_id, library, request, QUEUED, at, at, principal, caller, source),
+                f" caller, source, turn{seq}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, {turn}{value})",
+                (job_id, library, request, QUEUED, at, at, principal, caller, source, *turn_args),
             )
         job = self.get(job_id)
         assert job is not None
@@ -255,7 +273,7 @@ class JobStore:
             "SELECT job_id, library, request, caller, state, attempts, error FROM jobs"
             " WHERE ((state = ? AND not_before <= ?) OR (state = ? AND lease_until < ?))"
             " AND library NOT IN (SELECT library FROM jobs WHERE state = ? AND lease_until >= ?)"
-            f"{others} ORDER BY seq LIMIT 1{locking}",
+            f"{others} ORDER BY turn, seq LIMIT 1{locking}",
             (QUEUED, now, RUNNING, now, RUNNING, now, *sorted(skip)),
         )
 
