@@ -4,8 +4,10 @@ live in `gateway.routes`, one module per resource; this module puts them behind 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 from collections.abc import AsyncIterator
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -14,6 +16,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
+from starlette.routing import Route
 
 from gateway.deps import Upstreams
 from gateway.encoding import error_message
@@ -170,4 +173,65 @@ def _mount(app: FastAPI, mcp: MCPServer) -> None:
         response.headers["allow"] = "POST"
         return response
 
-    app.router.routes.extend(served.routes)
+    for route in served.routes:
+        if isinstance(route, Route) and route.path == "/mcp":
+            route = Route(route.path, endpoint=_MessageShape(route.app), methods=route.methods)
+        app.router.routes.append(route)
+
+
+class _MessageShape:
+    """Before the SDK reads a POST: one JSON-RPC message, an object, whose `id` (when present) is a
+    string or an integer, as JSON-RPC and MCP require. The SDK would take a message with any other id
+    for a notification and answer 202 with nothing, so its caller would wait for a reply that never
+    comes; here it gets JSON-RPC's Invalid Request (-32600), naming the rule."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        body, more = b"", True
+        while more:  # the body's size is bounded by BodyLimit, outside
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        problem = _message_problem(body)
+        if problem:
+            said = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": problem}}
+            await JSONResponse(said, status_code=400)(scope, receive, send)
+            return
+        replayed = False
+
+        async def replay() -> Any:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+def _message_problem(body: bytes) -> str:
+    """Why `body` is not one JSON-RPC message with a usable id; "" when it is, or when it is not
+    JSON at all (the SDK answers that with its parse error)."""
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        return ""
+    if not isinstance(message, dict):
+        return f"Invalid Request: a message is a JSON object, not {_json_kind(message)} (no batches)"
+    if "id" in message:
+        ident = message["id"]
+        if isinstance(ident, bool) or not isinstance(ident, str | int):
+            return f"Invalid Request: id must be a string or an integer, not {_json_kind(ident)}"
+    return ""
+
+
+def _json_kind(value: Any) -> str:
+    kinds = {bool: "a boolean", dict: "an object", list: "an array", float: "a number with a fraction"}
+    return "null" if value is None else kinds.get(type(value), "a string or an integer")

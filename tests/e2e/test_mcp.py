@@ -186,6 +186,34 @@ async def test_http_limits_are_the_apis_and_no_stream_is_held_open(keyed: Stack)
         assert "over the limit of 64 KB (gateway.max_request_kb)" in big.json()["error"]["message"]
 
 
+async def test_http_message_ids_are_strings_or_integers(keyed: Stack) -> None:
+    """An id the SDK cannot answer (an object, a boolean, a fraction, null) would have been taken
+    for a notification and answered 202 with nothing: it is refused as JSON-RPC's Invalid Request,
+    and so is a batch. Well-formed messages pass as before."""
+    headers = {"x-api-key": READER, "accept": "application/json, text/event-stream"}
+    async with httpx2.AsyncClient(base_url=keyed.gateway_url, headers=headers, timeout=30) as http:
+
+        async def post(message: Any) -> httpx2.Response:
+            return await http.post("/mcp", json=message)
+
+        for ident, kind in (({"n": 1}, "an object"), (True, "a boolean"), (1.5, "a number"), (None, "null")):
+            refused = await post({"jsonrpc": "2.0", "id": ident, "method": "tools/list"})
+            assert refused.status_code == 400, (ident, refused.text)
+            error = refused.json()["error"]
+            assert error["code"] == -32600 and refused.json()["id"] is None
+            assert f"id must be a string or an integer, not {kind}" in error["message"]
+        batch = await post([{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}])
+        assert batch.status_code == 400 and "a JSON object, not an array" in batch.json()["error"]["message"]
+        for ident in ("list-1", 7):
+            listed = await post({"jsonrpc": "2.0", "id": ident, "method": "tools/list"})
+            assert listed.status_code == 200 and listed.json()["id"] == ident
+            assert {t["name"] for t in listed.json()["result"]["tools"]} == TOOLS
+        noted = await post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        assert noted.status_code == 202
+        garbled = await http.post("/mcp", content=b"{not json", headers={"content-type": "application/json"})
+        assert garbled.status_code == 400 and garbled.json()["error"]["code"] == -32700  # the SDK's
+
+
 async def test_http_without_a_key_is_refused(keyed: Stack) -> None:
     async with httpx2.AsyncClient() as http:
         response = await http.post(
