@@ -9,7 +9,6 @@ from ragstack.state import Migration, StateDB
 
 RATINGS = ("up", "down")
 MAX_COMMENT = 2_000
-MAX_LIST = 1_000
 
 STORE = "feedback"
 _TABLES = """
@@ -56,11 +55,11 @@ class FeedbackStore:
         return feedback
 
     def list(self, limit: int, library: str = "") -> list[Feedback]:
-        """Newest first; only `library`'s when one is named."""
+        """The newest `limit` (the service bounds it); only `library`'s when one is named."""
         where, args = ("WHERE library = ?", [library]) if library else ("", [])
         rows = self._db.all(
             f"SELECT {_COLUMNS} FROM feedback {where} ORDER BY created_at DESC, trace_id LIMIT ?",
-            (*args, max(1, min(limit, MAX_LIST))),
+            (*args, limit),
         )
         return [Feedback(*row) for row in rows]
 

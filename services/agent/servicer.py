@@ -12,7 +12,8 @@ from ragstack.domain import library_name, list_limit
 from ragstack.traces import check_trace_id
 from ragstack.v1 import agent_pb2, agent_pb2_grpc
 from services.agent.ask import Agent
-from services.agent.feedback import MAX_LIST
+
+MAX_LISTED = 1_000  # the most feedback entries or sessions one List call returns
 
 
 class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
@@ -53,13 +54,13 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         self, request: agent_pb2.ListFeedbackRequest, context: grpc.aio.ServicerContext
     ) -> agent_pb2.ListFeedbackResponse:
         library = library_name(request.library, self._default_library) if request.library else ""
-        found = self._agent.feedback(list_limit(request.limit, MAX_LIST), library)
+        found = self._agent.feedback(list_limit(request.limit, MAX_LISTED), library)
         return agent_pb2.ListFeedbackResponse(feedback=[convert.feedback_to_pb(f) for f in found])
 
     async def ListSessions(
         self, request: agent_pb2.ListSessionsRequest, context: grpc.aio.ServicerContext
     ) -> agent_pb2.ListSessionsResponse:
-        found = self._agent.sessions(list_limit(request.limit, MAX_LIST))
+        found = self._agent.sessions(list_limit(request.limit, MAX_LISTED))
         return agent_pb2.ListSessionsResponse(
             sessions=[
                 agent_pb2.Session(
