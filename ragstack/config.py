@@ -318,6 +318,13 @@ class IngestConfig(_Strict):
     source_max_items: int = Field(
         100_000, ge=1, description="Sources: items one source may list; past it the poll fails, naming it."
     )
+    source_scan_timeout_s: float = Field(
+        14_400.0,
+        gt=0,
+        description="Sources: the longest one scan of a source (its listing and one metadata check per "
+        "item) may take; past it the poll or the sync fails, naming this setting, and the breaker "
+        "counts it. Each request has its own deadline besides (ingest.crawl_page_timeout_s).",
+    )
     source_watch: bool = Field(
         True,
         description="Sources: folders are watched for file-system events (inotify) and polled at once "

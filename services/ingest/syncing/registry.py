@@ -61,7 +61,7 @@ def build_sources(
     def opener(spec: SourceConfig, checkpoint: Checkpoint) -> Backend:
         return open_backend(spec, paths, limits, ingest.source_max_items, checkpoint, stores)
 
-    sync = SourceSync(store, pipeline, opener, cfg.library)
+    sync = SourceSync(store, pipeline, opener, cfg.library, ingest.source_scan_timeout_s)
     # Ingest workers sharing PostgreSQL state: one of them polls (another takes over if it dies).
     shared = cfg.state.url and ingest.source_polling
     leads = SharedLock(cfg.state, cfg.data_dir, "source-poller").lead if shared else lambda: True

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator
@@ -22,7 +23,15 @@ from ragstack.domain import FileProgress, FileStage, IngestSummary, acl_groups, 
 from ragstack.errors import NotFound
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.sources import SourceItem, document_id_for
-from services.ingest.syncing.backends import Backend, Checkpoint, Entry, Failed, ScanStopped, selector
+from services.ingest.syncing.backends import (
+    Backend,
+    Checkpoint,
+    Entry,
+    Failed,
+    ScanError,
+    ScanStopped,
+    selector,
+)
 from services.ingest.syncing.state import SourceStore
 
 log = logging.getLogger(__name__)
@@ -34,16 +43,24 @@ CHECK_EVERY_S = 0.5  # how often a scan looks whether its source is still wanted
 class _StillWanted:
     """A scan's checkpoint: raises ScanStopped once its source is removed (or paused, for a poll),
     looking at the state at most every CHECK_EVERY_S, or at once when `cancelled` is set (its sync
-    job was cancelled). It ends with the scan: reading the items listed is the job's, and not
-    stopped by it. A state it cannot read stops nothing: that is no failure of the source."""
+    job was cancelled); ScanError once the scan has run for `timeout_s`. It ends with the scan:
+    reading the items listed is the job's, and not stopped by it. A state it cannot read stops
+    nothing: that is no failure of the source."""
 
     def __init__(
-        self, store: SourceStore, name: str, on_pause: bool, cancelled: threading.Event | None = None
+        self,
+        store: SourceStore,
+        name: str,
+        on_pause: bool,
+        cancelled: threading.Event | None = None,
+        timeout_s: float = math.inf,
     ) -> None:
         self._store = store
         self._name = name
         self._on_pause = on_pause
         self._cancelled = cancelled
+        self._timeout_s = timeout_s
+        self._until = time.monotonic() + timeout_s
         self._looked = float("-inf")
         self.ended = False
 
@@ -53,6 +70,11 @@ class _StillWanted:
         if self._cancelled is not None and self._cancelled.is_set():
             raise ScanStopped(f"the sync of source {self._name!r} was cancelled during its scan")
         now = time.monotonic()
+        if now >= self._until:
+            raise ScanError(
+                f"the scan of source {self._name!r} ran past {self._timeout_s:g} s "
+                "(ingest.source_scan_timeout_s)"
+            )
         if now - self._looked < CHECK_EVERY_S:
             return
         self._looked = now
@@ -87,12 +109,18 @@ class Scan:
 
 class SourceSync:
     def __init__(
-        self, store: SourceStore, pipeline: IngestPipeline, opener: Opener, default_library: str
+        self,
+        store: SourceStore,
+        pipeline: IngestPipeline,
+        opener: Opener,
+        default_library: str,
+        scan_timeout_s: float = math.inf,
     ) -> None:
         self._store = store
         self._pipeline = pipeline
         self._open = opener
         self._default_library = default_library
+        self._scan_timeout_s = scan_timeout_s
 
     def library(self, spec: SourceConfig) -> str:
         return library_name(spec.library, self._default_library)
@@ -119,7 +147,7 @@ class SourceSync:
         held = [d for d in documents if tuple(d.groups) == groups and self._pipeline.holds(d.build)]
         scan.held = {d.source: d.revision for d in held}
         failures = self._store.failures(spec.name)
-        checkpoint = _StillWanted(self._store, spec.name, on_pause, cancelled)
+        checkpoint = _StillWanted(self._store, spec.name, on_pause, cancelled, self._scan_timeout_s)
         backend = self._open(spec, checkpoint)
         try:
             for found in backend.scan(scan.held, selector(tuple(spec.include), tuple(spec.exclude))):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from services.ingest.jobs import JobStore
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.syncing import state as source_state
 from services.ingest.syncing import sync
-from services.ingest.syncing.backends import Backend, Checkpoint, FolderBackend, ScanStopped
+from services.ingest.syncing.backends import Backend, Checkpoint, FolderBackend, ScanError, ScanStopped
 from services.ingest.syncing.poller import SourcePoller, poll_principal
 from services.ingest.syncing.state import CLOSED, HALF_OPEN, OPEN, Retries, SourceStore
 from services.ingest.syncing.sync import SourceSync
@@ -91,6 +92,11 @@ class World:
         self.listed: Callable[[str], None] = lambda name: None
         self.sync = SourceSync(self.store, self.pipeline, self._open, "default")
         self.jobs = JobStore(state_tools.store(state, tmp, job_store))
+        self.poller = SourcePoller(self.store, self.sync, self.jobs, lambda: None, watch=False)
+
+    def limit_scans(self, seconds: float) -> None:
+        """`ingest.source_scan_timeout_s` at `seconds` for the syncs and polls from now on."""
+        self.sync = SourceSync(self.store, self.pipeline, self._open, "default", seconds)
         self.poller = SourcePoller(self.store, self.sync, self.jobs, lambda: None, watch=False)
 
     def _open(self, spec: SourceConfig, checkpoint: Checkpoint) -> Backend:
@@ -263,6 +269,33 @@ def test_a_job_whose_scan_fails_counts_against_the_breaker(world: World) -> None
     with pytest.raises(Exception, match="does not exist"):
         world.sync_now()
     assert world.store.get("notes").failures == 1
+
+
+def test_a_scan_that_runs_too_long_fails_the_poll_and_the_job(world: World) -> None:
+    """A source whose listing is slow (a server that answers each request just inside its own
+    deadline) holds a poll slot, and a job's worker, only for the scan's time limit: then the poll,
+    or the sync, fails naming the setting, and the breaker counts it."""
+    for i in range(4):
+        world.write(f"{i}.md", f"# Note {i}\n\nThe tide table for week {i} is pinned by the door.")
+    world.add()
+    world.limit_scans(0.3)
+    listed: list[str] = []
+
+    def slowly(name: str) -> None:
+        listed.append(name)
+        time.sleep(0.2)
+
+    world.listed = slowly
+    assert world.poller.poll("notes") == ""  # no job queued
+    state = world.store.get("notes")
+    assert state.failures == 1 and "ran past 0.3 s (ingest.source_scan_timeout_s)" in state.last_error
+    assert len(listed) < 4  # stopped before the last item
+    with pytest.raises(ScanError, match=r"scan of source 'notes' ran past 0.3 s"):
+        world.sync_now()
+    assert world.store.get("notes").failures == 2
+    world.listed = lambda name: None
+    _, summary = world.sync_now()  # quick enough: whole
+    assert summary.indexed == 4
 
 
 def test_a_poll_stops_when_its_source_is_paused_or_removed_meanwhile(
