@@ -375,9 +375,9 @@ class PostgresSource(Source):
     def schema(self) -> list[Table]:
         from psycopg import sql as pgsql
 
-        # The connection's statement_timeout stops each query (an error there ends the schema).
-        with self._connect(10.0) as conn:
-            read: Read = lambda query: conn.execute(query).fetchall()  # noqa: E731
+        # The catalog queries have the connection's statement_timeout; samples and counts the budget.
+        with self._connect(_SCHEMA_TIMEOUT_S) as conn:
+            read = _budgeted(lambda query, seconds: _pg_rows(conn, query, seconds))
             columns: dict[str, list[tuple[str, str, str]]] = {}
             for schema, table, col, typ in conn.execute(_PG_COLUMNS):
                 name = table if schema == "public" else f"{schema}.{table}"
@@ -414,6 +414,20 @@ class PostgresSource(Source):
             ]
             cur.execute(f"SELECT {', '.join(values)} FROM ({sql}) AS _q({', '.join(aliases)})", prepare=True)
             return _rows([n for n, _ in described], cur.fetchmany(limit), sql)
+
+
+def _pg_rows(conn: Any, query: Any, seconds: float) -> list[Any] | None:
+    """`query`'s rows, or None once it ran `seconds`: in a savepoint of its own, so the schema's
+    transaction goes on after a query stopped."""
+    import psycopg
+
+    try:
+        with conn.transaction():
+            conn.execute(f"SET LOCAL statement_timeout = {max(1, int(seconds * 1000))}")
+            rows: list[Any] = conn.execute(query).fetchall()
+            return rows
+    except psycopg.errors.QueryCanceled:
+        return None
 
 
 def _check_role(conn: Any) -> None:

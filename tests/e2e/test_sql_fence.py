@@ -32,9 +32,9 @@ import pytest
 from ragstack.errors import PermissionDenied
 from ragstack.sql import Rows, Source, SqlFailed, SqlRefused, open_source
 from ragstack.sql import sources as sql_sources
-from ragstack.sql.sources import DuckDBSource, SqliteSource
+from ragstack.sql.sources import DuckDBSource, PostgresSource, SqliteSource
 from tests.tools import shop
-from tests.tools.postgres import ADMIN_PASSWORD, PostgresServer, unavailable_reason
+from tests.tools.postgres import ADMIN_PASSWORD, RO_PASSWORD, RO_ROLE, PostgresServer, unavailable_reason
 
 MAX_ROWS = 20
 TIMEOUT_S = 1.0
@@ -974,32 +974,46 @@ ENDLESS_VIEW = (
 )
 
 
-@pytest.mark.parametrize("dialect", ["sqlite", "duckdb"])
+@pytest.mark.parametrize("dialect", ["sqlite", "duckdb", POSTGRES])
 def test_a_view_that_never_ends_costs_the_schema_its_samples_not_the_service(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dialect: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dbs: Databases, dialect: str
 ) -> None:
     """Sample values and counts are read at attach time, through every view: each query is stopped
-    at its own budget, and none starts past the schema's, so the attach ends."""
+    at its own budget, and none starts past the schema's, so the attach ends, with the views listed."""
     monkeypatch.setattr(sql_sources, "_SAMPLE_TIMEOUT_S", 0.3)
     monkeypatch.setattr(sql_sources, "_SCHEMA_TIMEOUT_S", 1.0)
     script = ["CREATE TABLE t (a INTEGER)", "INSERT INTO t VALUES (7)", ENDLESS_VIEW]
     script += [ENDLESS_VIEW.replace("endless", f"endless{i}", 1) for i in range(5)]
     path = tmp_path / f"endless.{dialect}"
-    if dialect == "sqlite":
+    if dialect == POSTGRES:  # a database of its own on the suite's server: `shop` stays as it was
+        dbs.require(dialect)
+        assert dbs.pg is not None
+        dbs.pg.execute_admin(
+            "CREATE DATABASE endless", f"GRANT CONNECT ON DATABASE endless TO {RO_ROLE}", database="postgres"
+        )
+        script += [f"GRANT USAGE ON SCHEMA public TO {RO_ROLE}"]
+        script += [f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {RO_ROLE}"]
+        dbs.pg.execute_admin(*script, database="endless")
+        source: Source = PostgresSource(dbs.pg.role_url(RO_ROLE, RO_PASSWORD, "endless"))
+    elif dialect == "sqlite":
         with sqlite3.connect(path) as conn:
             for statement in script:
                 conn.execute(statement)
         conn.close()
-        source: Source = SqliteSource(path)
+        source = SqliteSource(path)
     else:
         import duckdb
 
-        with duckdb.connect(str(path)) as conn:
+        with duckdb.connect(str(path)) as duck:
             for statement in script:
-                conn.execute(statement)
+                duck.execute(statement)
         source = DuckDBSource(path)
     started = time.monotonic()
-    tables = {t.name: t for t in source.schema()}
+    try:
+        tables = {t.name: t for t in source.schema()}
+    finally:
+        if dialect == POSTGRES and dbs.pg is not None:
+            dbs.pg.execute_admin("DROP DATABASE endless WITH (FORCE)", database="postgres")
     assert time.monotonic() - started < 10  # 1 s of budget, and the query in flight stopped
     assert tables["endless"].row_count == -1 and tables["endless"].columns[0].samples == ()
     assert set(tables) == {"t", "endless", *(f"endless{i}" for i in range(5))}  # all listed, if late
