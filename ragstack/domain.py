@@ -541,7 +541,7 @@ class DoneEvent:
     manifest: Manifest
     evidence_chunk_ids: tuple[str, ...] = ()  # what the draft was written from, in numbered order
     active_retrieval: ActiveRetrieval | None = None  # set when generation.active_retrieval_rounds > 0
-    cut_by: str = ""  # the limit that stopped the LLM mid-draft (llm.max_output_tokens, llm.timeout_s)
+    cut_by: str = ""  # the limit that stopped the LLM mid-draft (llm.max_output_tokens, ...)
 
 
 AskEvent = (

@@ -8,7 +8,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar
 
@@ -40,6 +40,7 @@ class GenerationCut(Exception):
 
 MAX_OUTPUT_TOKENS = "llm.max_output_tokens"
 TIMEOUT = "llm.timeout_s"
+MAX_ANSWER_CHARS = "max_answer_chars"  # no setting: the most an answer may hold (domain.MAX_ANSWER_CHARS)
 
 
 class LLM:
@@ -114,7 +115,7 @@ class LLM:
             raise GenerationCut(MAX_OUTPUT_TOKENS)
         return response.message.content or ""
 
-    async def stream_chat(self, messages: Sequence[dict[str, str]]) -> AsyncIterator[str]:
+    async def stream_chat(self, messages: Sequence[dict[str, str]]) -> AsyncGenerator[str, None]:
         """The reply's pieces as they are written, within `llm.timeout_s` of waiting for them in all
         and `llm.max_output_tokens`; past either, GenerationCut after the last piece."""
         import ollama

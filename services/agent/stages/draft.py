@@ -4,6 +4,7 @@ reachable, else the database's result sentence or an extract of the evidence's b
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
@@ -14,7 +15,7 @@ from ragstack import domain as d
 from ragstack.answer_units import finished_part
 from ragstack.config import GenerationConfig
 from ragstack.errors import RagstackError
-from ragstack.llm import GenerationCut
+from ragstack.llm import MAX_ANSWER_CHARS, GenerationCut
 from ragstack.query_trace import QueryTrace
 from services.agent import generate, grading, modes, shapes
 from services.agent.ports import LLMPort, RetrieverPort
@@ -31,7 +32,7 @@ class Draft:
     text: str  # "" when nothing was drafted
     generator: str  # the LLM's name, extractive, sql or none
     evidence: list[generate.NumberedEvidence]  # what its [n] markers point at
-    cut_by: str = ""  # the limit that stopped the LLM mid-draft (llm.max_output_tokens, llm.timeout_s)
+    cut_by: str = ""  # the limit that stopped the LLM mid-draft (llm.max_output_tokens, ...)
 
 
 class Drafter:
@@ -75,11 +76,15 @@ class Drafter:
                     generate.llm_messages, asked, numbered, self._directed, question, spec.instruction
                 )
                 try:
-                    parts = []
+                    parts, size = [], 0
                     try:
-                        async for piece in self._llm.stream_chat(messages):
-                            parts.append(piece)
-                            yield d.DeltaEvent(piece)
+                        async with contextlib.aclosing(self._llm.stream_chat(messages)) as stream:
+                            async for piece in stream:
+                                size += len(piece)
+                                if size > d.MAX_ANSWER_CHARS:  # more than Verify takes: stop it here
+                                    raise GenerationCut(MAX_ANSWER_CHARS)
+                                parts.append(piece)
+                                yield d.DeltaEvent(piece)
                     except GenerationCut as cut:  # what was finished stays; the rest goes
                         cut_by = cut.limit
                     written = finished_part("".join(parts)) if cut_by else "".join(parts).strip()

@@ -7,6 +7,7 @@ without a second try."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +18,7 @@ from pydantic import BaseModel
 
 from ragstack import domain as d
 from ragstack.config import LLMConfig
-from ragstack.llm import LLM, MAX_OUTPUT_TOKENS, TIMEOUT, GenerationCut, ask_validated
+from ragstack.llm import LLM, MAX_ANSWER_CHARS, MAX_OUTPUT_TOKENS, TIMEOUT, GenerationCut, ask_validated
 from tests.services.agent.test_llm_steps import QUESTION, agent
 from tests.services.agent.test_loop import PAGES, ScriptedRetriever
 from tests.tools.ollama_server import OllamaServer
@@ -92,6 +93,23 @@ async def test_a_draft_cut_before_any_finished_sentence_is_written_without_the_l
     assert isinstance(done, d.DoneEvent)
     assert done.generator == "extractive" and "night scenes" in done.answer and " and and" not in done.answer
     assert done.cut_by == "llm.max_output_tokens"  # why the LLM's draft was not delivered
+
+
+async def test_a_draft_stops_at_what_an_answer_may_hold(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+    """An LLM allowed more tokens than an answer may hold (what Verify takes) is stopped there, its
+    stream closed: the answer keeps its finished sentences, is verified, and says why it ends."""
+    retriever = ScriptedRetriever(embedder, lambda q, m: [PAGES["brek"]])
+    sentence = " Tomas Brek painted" + " night scenes," * 110 + " and harbours [1]."
+    with OllamaServer("test", lambda request: itertools.repeat(sentence)).serve() as server:
+        a = agent(tmp_path, embedder, retriever, llm_at(server, max_output_tokens=131072), llm_router=False)
+        events = [e async for e in a.ask(QUESTION, "default", d.SearchMode.AUTO, 0)]
+    done = events[-1]
+    assert isinstance(done, d.DoneEvent) and done.cut_by == MAX_ANSWER_CHARS == "max_answer_chars"
+    streamed = "".join(e.text for e in events if isinstance(e, d.DeltaEvent))
+    assert d.MAX_ANSWER_CHARS - len(sentence) < len(streamed) <= d.MAX_ANSWER_CHARS
+    draft = a.trace(done.trace_id)["draft"]
+    assert draft.strip() == streamed.strip() and draft.endswith("harbours [1].")
+    assert done.manifest.claims  # verified, not refused for its size
 
 
 async def test_a_finished_draft_is_not_cut(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
