@@ -89,6 +89,7 @@ def _first(db: StateDB) -> None:
 _TURNS = """
 ALTER TABLE jobs ADD COLUMN turn BIGINT NOT NULL DEFAULT 0;
 CREATE INDEX IF NOT EXISTS jobs_turn ON jobs (turn);
+CREATE INDEX IF NOT EXISTS jobs_pending ON jobs (principal, state, turn);
 """
 
 MIGRATIONS = (
@@ -168,7 +169,9 @@ class JobStore:
         larger = "greatest" if self._db.dialect == "postgres" else "max"
         turn = (
             f"{larger}((SELECT coalesce(max(turn), 0) + 1 FROM jobs WHERE principal = ?"
-            " AND state IN (?, ?)), (SELECT coalesce(max(turn), 0) FROM jobs WHERE attempts > 0))"
+            " AND state IN (?, ?)),"
+            # (ordered, not max(): the index on turn answers it from its top, however long the history)
+            " coalesce((SELECT turn FROM jobs WHERE attempts > 0 ORDER BY turn DESC LIMIT 1), 0))"
         )
         turn_args = (principal, QUEUED, RUNNING)
         with self._db.transaction() as db:
