@@ -39,6 +39,10 @@ QUEUED, RUNNING, DONE, FAILED, CANCELLED, DEAD = "queued", "running", "done", "f
 _COLUMNS = "job_id, library, state, submitted_at, updated_at, files_done, summary, error, attempts, principal"
 
 STORE = "jobs"
+# An ended job's request goes: it may hold uploaded files' bytes, which would otherwise stay in the
+# state for good, job after job (the summary says what was done).
+_DROP_REQUEST = ", request = ?"
+_ENDED = f"('{DONE}', '{FAILED}', '{CANCELLED}', '{DEAD}')"
 # `seq` orders the queue (PostgreSQL has no rowid); `lease_until` and `not_before` are Unix times.
 _SQLITE = """
 CREATE TABLE IF NOT EXISTS jobs (job_id TEXT PRIMARY KEY, library TEXT NOT NULL, request BLOB NOT NULL,
@@ -92,9 +96,16 @@ CREATE INDEX IF NOT EXISTS jobs_turn ON jobs (turn);
 CREATE INDEX IF NOT EXISTS jobs_pending ON jobs (principal, state, turn);
 """
 
+
+def _second(db: StateDB) -> None:
+    for statement in split_statements(_TURNS):
+        db.execute(statement)
+    db.execute(f"UPDATE jobs SET request = ? WHERE state IN {_ENDED}", (b"",))
+
+
 MIGRATIONS = (
     Migration(1, "ingest jobs with leases, retries and a dead-letter state", _first),
-    Migration(2, "ingest jobs take turns between submitters", _TURNS),
+    Migration(2, "ingest jobs take turns between submitters; ended jobs keep no request", _second),
 )
 
 
@@ -288,8 +299,8 @@ class JobStore:
             why = error or f"gave up after {attempts} starts"
         db.execute(
             "UPDATE jobs SET state = ?, error = ?, worker = '', lease_until = 0, updated_at = ?"
-            " WHERE job_id = ?",
-            (DEAD, why[:2000], self._now().isoformat(), job_id),
+            f"{_DROP_REQUEST} WHERE job_id = ?",
+            (DEAD, why[:2000], self._now().isoformat(), b"", job_id),
         )
 
     def renew(self, job_id: str) -> bool:
@@ -320,19 +331,19 @@ class JobStore:
         return changed > 0
 
     def finish(self, job_id: str, summary: bytes) -> None:
-        self._end(job_id, "state = ?, summary = ?", (DONE, summary))
+        self._end(job_id, "state = ?, summary = ?" + _DROP_REQUEST, (DONE, summary, b""))
 
     def fail(self, job_id: str, error: str, retry: bool = False) -> None:
         """A failed run: a `retry` one goes back to the queue after a backoff (doubling each time)
         until it has been started `attempts` times, then it is dead; any other fails at once."""
         error = error[:2000]
         if not retry:
-            self._end(job_id, "state = ?, error = ?", (FAILED, error))
+            self._end(job_id, "state = ?, error = ?" + _DROP_REQUEST, (FAILED, error, b""))
             return
         row = self._db.one("SELECT attempts FROM jobs WHERE job_id = ?", (job_id,))
         attempts = int(row[0]) if row else 0
         if attempts >= self._attempts:
-            self._end(job_id, "state = ?, error = ?", (DEAD, error))
+            self._end(job_id, "state = ?, error = ?" + _DROP_REQUEST, (DEAD, error, b""))
             return
         not_before = self._now().timestamp() + self._backoff_s * 2 ** max(0, attempts - 1)
         self._end(job_id, "state = ?, error = ?, not_before = ?", (QUEUED, error, not_before))
@@ -360,8 +371,9 @@ class JobStore:
         renews, or at once when it is here); a job that has ended stays as it ended. None for an
         unknown id."""
         self._db.execute(
-            "UPDATE jobs SET state = ?, lease_until = 0, updated_at = ? WHERE job_id = ? AND state IN (?, ?)",
-            (CANCELLED, self._now().isoformat(), job_id, QUEUED, RUNNING),
+            f"UPDATE jobs SET state = ?, lease_until = 0, updated_at = ?{_DROP_REQUEST} WHERE job_id = ?"
+            " AND state IN (?, ?)",
+            (CANCELLED, self._now().isoformat(), b"", job_id, QUEUED, RUNNING),
         )
         return self.get(job_id)
 

@@ -129,6 +129,31 @@ def test_jobs_are_claimed_in_submission_order(state_config: StateConfig, tmp_pat
     store.close()
 
 
+def test_an_ended_job_keeps_no_request(state_config: StateConfig, tmp_path: Path) -> None:
+    """A request may hold uploaded files' bytes: once its job has ended (done, failed, dead or
+    cancelled) it is dropped, so the state does not grow by every upload for good."""
+    store = worker(state_config, tmp_path, attempts=1)
+    upload = b"%PDF-" + b"x" * 100_000
+    done, failed, dead, cancelled, running, queued = (store.submit(f"lib{i}", upload) for i in range(6))
+    for job, end in ((done, store.finish), (failed, store.fail), (dead, store.fail)):
+        claimed = store.claim()
+        assert claimed is not None and claimed[0].job_id == job.job_id and claimed[1] == upload
+        if job is dead:
+            store.fail(job.job_id, "flaky", retry=True)  # its one attempt used: dead
+        else:
+            end(job.job_id, b"")  # type: ignore[operator]
+    store.cancel(cancelled.job_id)
+    assert store.claim()[0].job_id == running.job_id  # type: ignore[index]
+    reader = state_tools.store(state_config, tmp_path, jobs)
+    sizes = dict(reader.all("SELECT job_id, length(request) FROM jobs"))
+    reader.close()
+    states = {j.job_id: j.state for j in store.list()}
+    assert [states[j.job_id] for j in (done, failed, dead, cancelled)] == [DONE, FAILED, DEAD, CANCELLED]
+    assert [sizes[j.job_id] for j in (done, failed, dead, cancelled)] == [0, 0, 0, 0]
+    assert sizes[running.job_id] == sizes[queued.job_id] == len(upload)  # still to be read: kept
+    store.close()
+
+
 def test_submitters_take_turns(state_config: StateConfig, tmp_path: Path) -> None:
     """A caller who queued many jobs delays another caller's first job by one job, not by all of
     them; each caller's own jobs still run in the order submitted, and a caller who comes back
@@ -332,6 +357,7 @@ def test_a_jobs_file_from_before_versions_is_adopted(tmp_path: Path) -> None:
         state_tools.store(StateConfig(), tmp_path, jobs)
     db = state_tools.store(StateConfig(auto_migrate=True), tmp_path, jobs)
     assert version(db) == 2
+    assert db.one("SELECT length(request) FROM jobs WHERE job_id = 'done1'") == (0,)  # ended: dropped
     store = JobStore(db)
     assert [j.job_id for j in store.list()] == ["waits", "left", "done1"]
     taken = store.claim()  # the job a stopped service left running has no lease: taken again first
