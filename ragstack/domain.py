@@ -616,6 +616,7 @@ class VacuumReport:
     fragments_compacted: int
     lancedb_bytes_freed: int
     tantivy_bytes_freed: int
+    jobs_removed: int = 0  # ended ingest jobs older than the window (the queue's, not the stores')
 
 
 _LIBRARY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")

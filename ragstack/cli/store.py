@@ -147,7 +147,8 @@ async def vacuum(cfg: Config, older_than_days: int | None) -> None:
     Console().print(
         f"removed {report.versions_removed} LanceDB versions older than {report.older_than_days} days "
         f"({per_table or 'no tables'}), compacted {report.fragments_compacted} fragments; freed "
-        f"{_size(report.lancedb_bytes_freed)} in LanceDB and {_size(report.tantivy_bytes_freed)} in tantivy",
+        f"{_size(report.lancedb_bytes_freed)} in LanceDB and {_size(report.tantivy_bytes_freed)} in tantivy; "
+        f"removed {report.jobs_removed} ended ingest jobs",
         highlight=False,
     )
 

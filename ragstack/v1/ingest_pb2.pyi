@@ -617,7 +617,7 @@ class VacuumRequest(_message.Message):
     def __init__(self, older_than_days: _Optional[int] = ...) -> None: ...
 
 class VacuumResponse(_message.Message):
-    __slots__ = ("older_than_days", "versions_removed", "table_versions_removed", "fragments_compacted", "lancedb_bytes_freed", "tantivy_bytes_freed")
+    __slots__ = ("older_than_days", "versions_removed", "table_versions_removed", "fragments_compacted", "lancedb_bytes_freed", "tantivy_bytes_freed", "jobs_removed")
     class TableVersionsRemovedEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -631,13 +631,15 @@ class VacuumResponse(_message.Message):
     FRAGMENTS_COMPACTED_FIELD_NUMBER: _ClassVar[int]
     LANCEDB_BYTES_FREED_FIELD_NUMBER: _ClassVar[int]
     TANTIVY_BYTES_FREED_FIELD_NUMBER: _ClassVar[int]
+    JOBS_REMOVED_FIELD_NUMBER: _ClassVar[int]
     older_than_days: int
     versions_removed: int
     table_versions_removed: _containers.ScalarMap[str, int]
     fragments_compacted: int
     lancedb_bytes_freed: int
     tantivy_bytes_freed: int
-    def __init__(self, older_than_days: _Optional[int] = ..., versions_removed: _Optional[int] = ..., table_versions_removed: _Optional[_Mapping[str, int]] = ..., fragments_compacted: _Optional[int] = ..., lancedb_bytes_freed: _Optional[int] = ..., tantivy_bytes_freed: _Optional[int] = ...) -> None: ...
+    jobs_removed: int
+    def __init__(self, older_than_days: _Optional[int] = ..., versions_removed: _Optional[int] = ..., table_versions_removed: _Optional[_Mapping[str, int]] = ..., fragments_compacted: _Optional[int] = ..., lancedb_bytes_freed: _Optional[int] = ..., tantivy_bytes_freed: _Optional[int] = ..., jobs_removed: _Optional[int] = ...) -> None: ...
 
 class SubmitIngestRequest(_message.Message):
     __slots__ = ("request",)

@@ -270,8 +270,9 @@ class IngestServiceServicer:
 
     def Vacuum(self, request, context):
         """Removes the LanceDB table versions older than the retention window (the latest version and
-        those pinned by snapshots are kept), compacts small data files, and removes lexical index
-        files no longer used. Errors: INVALID_ARGUMENT for a negative window.
+        those pinned by snapshots are kept), compacts small data files, removes lexical index files no
+        longer used, and removes the ingest jobs that ended before the window. Errors:
+        INVALID_ARGUMENT for a window outside 0 to 36,500 days.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

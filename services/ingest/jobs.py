@@ -21,7 +21,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ragstack.errors import (
@@ -376,6 +376,12 @@ class JobStore:
             (CANCELLED, self._now().isoformat(), b"", job_id, QUEUED, RUNNING),
         )
         return self.get(job_id)
+
+    def prune(self, older_than_days: int) -> int:
+        """Removes the jobs that ended (done, failed, cancelled, dead) more than `older_than_days`
+        ago, the queue's history; how many went."""
+        cutoff = (self._now() - timedelta(days=older_than_days)).isoformat()
+        return self._db.execute(f"DELETE FROM jobs WHERE state IN {_ENDED} AND updated_at <= ?", (cutoff,))
 
     def due_in(self) -> float | None:
         """Seconds until the next queued job's backoff ends (0 if one is due), None when none waits."""

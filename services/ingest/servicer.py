@@ -7,6 +7,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Generator
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import grpc
@@ -469,7 +470,8 @@ class IngestServicer(ingest_pb2_grpc.IngestServiceServicer):
         lifecycle = self._stores()
         days = request.older_than_days if request.HasField("older_than_days") else self._retention_days
         report = await self._locked(lifecycle.vacuum, days)
-        return convert.vacuum_to_pb(report)
+        removed = await asyncio.to_thread(self._queue().prune, report.older_than_days)
+        return convert.vacuum_to_pb(replace(report, jobs_removed=removed))
 
     async def _locked(self, fn: Callable[..., _T], *args: Any) -> _T:
         """`fn` in a worker thread once no ingest or delete runs, none starting until `fn` returns,

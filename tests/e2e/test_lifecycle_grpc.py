@@ -87,10 +87,16 @@ async def test_snapshot_restore_vacuum_and_their_errors(stack: Stack) -> None:
     await _fails("INVALID_ARGUMENT", ingest.restore_snapshot("../v1"))
     await _fails("INVALID_ARGUMENT", ingest.stats("bad library!"))
 
+    queued = await ingest.submit(files=[("late.md", b"# Late\n\nThe ferry was late on Tuesday.")])
+    await ingest.cancel_job(queued.job_id)  # it ends one way or the other: cancelled, or done
+    ended = await ingest.job(queued.job_id)
+    assert ended.state in ("cancelled", "done")
     kept = await ingest.vacuum()  # ingest.retention_days: 7 by default
-    assert kept.older_than_days == 7 and kept.versions_removed == 0
+    assert kept.older_than_days == 7 and kept.versions_removed == 0 and kept.jobs_removed == 0
+    assert (await ingest.job(queued.job_id)).state == ended.state  # younger than the window
     report = await ingest.vacuum(0)
-    assert report.older_than_days == 0 and report.versions_removed > 0
+    assert report.older_than_days == 0 and report.versions_removed > 0 and report.jobs_removed == 1
+    await _fails("NOT_FOUND", ingest.job(queued.job_id))  # the queue's history went with the window
     assert sum(report.table_versions_removed.values()) == report.versions_removed
     assert "must be 0 to 36500" in await _fails("INVALID_ARGUMENT", ingest.vacuum(-1))
     assert bm25 in await lexical("Okapi")

@@ -58,7 +58,7 @@ CASES = [
         convert.retrieve_stats_from_pb,
     ),
     (
-        d.VacuumReport(7, 3, {"chunks": 2}, 4, 5, 6),
+        d.VacuumReport(7, 3, {"chunks": 2}, 4, 5, 6, 8),
         convert.vacuum_to_pb,
         convert.vacuum_from_pb,
     ),

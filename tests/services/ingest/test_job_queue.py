@@ -154,6 +154,26 @@ def test_an_ended_job_keeps_no_request(state_config: StateConfig, tmp_path: Path
     store.close()
 
 
+def test_vacuum_prunes_the_jobs_that_ended_before_the_window(
+    state_config: StateConfig, tmp_path: Path
+) -> None:
+    clock = Clock()
+    store = worker(state_config, tmp_path, clock)
+    old_done, old_queued = store.submit("a", b""), store.submit("b", b"")
+    assert store.claim()[0].job_id == old_done.job_id  # type: ignore[index]
+    store.finish(old_done.job_id, b"")
+    store.release(old_done.job_id)
+    old_cancelled = store.submit("c", b"")
+    store.cancel(old_cancelled.job_id)
+    clock.advance(8 * 86_400)
+    recent = store.submit("d", b"")
+    store.cancel(recent.job_id)
+    assert store.prune(7) == 2  # ended more than a week ago: done and cancelled
+    assert {j.job_id for j in store.list()} == {old_queued.job_id, recent.job_id}  # waiting: kept
+    assert store.prune(0) == 1 and [j.job_id for j in store.list()] == [old_queued.job_id]
+    store.close()
+
+
 def test_submitters_take_turns(state_config: StateConfig, tmp_path: Path) -> None:
     """A caller who queued many jobs delays another caller's first job by one job, not by all of
     them; each caller's own jobs still run in the order submitted, and a caller who comes back
