@@ -23,6 +23,7 @@ from gateway.encoding import error_message
 from gateway.guards import (
     Authenticate,
     EarlyPermission,
+    InFlightLimit,
     RateLimit,
     RequestContext,
     RequireKey,
@@ -92,7 +93,7 @@ def create_app(
 
 def _guard(app: FastAPI, cfg: GatewayConfig) -> None:
     """Starlette runs the middleware added last first: request context, hosts, origin, CORS, who
-    is calling, rate, key required, permission, size."""
+    is calling, rate, requests in progress, key required, permission, size."""
     app.add_middleware(
         BodyLimit,
         max_bytes=int(cfg.max_upload_mb * 1024 * 1024),
@@ -107,6 +108,7 @@ def _guard(app: FastAPI, cfg: GatewayConfig) -> None:
     )
     app.add_middleware(EarlyPermission)
     app.add_middleware(RequireKey)
+    app.add_middleware(InFlightLimit, most=cfg.max_in_flight_per_caller)
     app.add_middleware(RateLimit, per_minute=cfg.rate_limit_per_minute)
     app.add_middleware(Authenticate, keys=cfg.api_keys)
     if cfg.cors_origins:

@@ -287,10 +287,18 @@ class SameOrigin:
         return origin == f"{scope.get('scheme', 'http')}://{host}"
 
 
+def caller_of(scope: Scope) -> str:
+    """Whom a request counts against: the principal of a valid API key, else the client's address
+    (a made-up key buys no fresh allowance)."""
+    principal = scope_principal(scope)
+    if principal is not None and principal is not LOCAL:
+        return f"key:{principal.name}"
+    return f"addr:{(scope.get('client') or ('?', 0))[0]}"
+
+
 class RateLimit:
-    """A token bucket per principal with a valid API key, per client address otherwise (a made-up
-    key buys no fresh bucket): `per_minute` requests a minute, bursts up to the same number; over
-    it, 429 with Retry-After."""
+    """A token bucket per caller (`caller_of`): `per_minute` requests a minute, bursts up to the
+    same number; over it, 429 with Retry-After."""
 
     def __init__(self, app: Any, per_minute: int, clock: Any = time.monotonic) -> None:
         self.app = app
@@ -302,10 +310,7 @@ class RateLimit:
         if scope["type"] != "http" or not self.per_minute or scope["path"] in OPEN_PATHS:
             await self.app(scope, receive, send)
             return
-        client = scope.get("client") or ("?", 0)
-        principal = scope_principal(scope)
-        keyed = principal is not None and principal is not LOCAL
-        who = f"key:{principal.name}" if keyed and principal else f"addr:{client[0]}"
+        who = caller_of(scope)
         now = self.clock()
         tokens, last = self.buckets.get(who, (float(self.per_minute), now))
         tokens = min(float(self.per_minute), tokens + (now - last) * self.per_minute / 60.0)
@@ -325,6 +330,41 @@ class RateLimit:
             for stale in sorted(self.buckets, key=lambda k: self.buckets[k][1])[:5_000]:
                 del self.buckets[stale]
         await self.app(scope, receive, send)
+
+
+class InFlightLimit:
+    """At most `most` requests of one caller (`caller_of`) in progress at once, a streamed answer
+    until its last event; past it, 429 naming the setting. The rate limit bounds how fast requests
+    come; this bounds how many long ones (asks, uploads, streams) one caller holds open at once."""
+
+    def __init__(self, app: Any, most: int) -> None:
+        self.app = app
+        self.most = most
+        self.open: dict[str, int] = {}  # caller -> requests in progress (only callers with some)
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or not self.most or path in OPEN_PATHS or ui_path(path):
+            await self.app(scope, receive, send)
+            return
+        who = caller_of(scope)
+        held = self.open.get(who, 0)
+        if held >= self.most:
+            message = (
+                f"{held} requests of this caller are in progress, the limit "
+                "(gateway.max_in_flight_per_caller); wait for one to end"
+            )
+            await send_error(send, 429, "RESOURCE_EXHAUSTED", message, [(b"retry-after", b"1")])
+            return
+        self.open[who] = held + 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            left = self.open[who] - 1
+            if left:
+                self.open[who] = left
+            else:
+                del self.open[who]
 
 
 # Routes whose permission is checked before the body is read (an upload is not taken in from a

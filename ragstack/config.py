@@ -868,6 +868,12 @@ class GatewayConfig(_Strict):
     rate_limit_per_minute: int = Field(
         0, ge=0, description="Requests per minute per API key (per client address without keys); 0: no limit."
     )
+    max_in_flight_per_caller: int = Field(
+        64,
+        ge=0,
+        description="Requests one caller (API key, or client address without keys) may have in progress "
+        "at once, a stream until it ends; past it 429, naming this setting. 0: no limit.",
+    )
     cors_origins: list[str] = Field(default_factory=list, description="Origins allowed by CORS; empty: none.")
     trusted_proxies: list[str] = Field(
         default_factory=list,

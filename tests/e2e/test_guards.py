@@ -4,6 +4,7 @@ gRPC token between services, JSON logs."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -32,6 +33,7 @@ async def guarded(tmp_path_factory: pytest.TempPathFactory, resources: Resources
         gateway={
             "api_keys": f"{KEY},second-key",  # comma-separated, as an environment variable gives it
             "rate_limit_per_minute": 30,
+            "max_in_flight_per_caller": 2,
             "cors_origins": ["https://app.example.com"],
             "trusted_hosts": ["127.0.0.1", "localhost"],
         },
@@ -140,6 +142,42 @@ async def test_grpc_services_need_the_token(guarded: Stack) -> None:
         assert list(ok.documents) == []
         health = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5)
         assert health.status == health_pb2.HealthCheckResponse.SERVING  # probes need no token
+
+
+async def test_a_caller_holds_so_many_requests_at_once(guarded: Stack) -> None:
+    """Requests still arriving (or running, or streaming) count against their caller: past the
+    limit the next one is refused, naming the setting; another caller, and the probes, are not held
+    back; once one ends there is room again."""
+    second = {"x-api-key": "second-key"}
+    arrived = asyncio.Event()
+
+    async def dribbled() -> AsyncIterator[bytes]:
+        yield b'{"question": "What is BM25?",'
+        await arrived.wait()  # the rest of the body comes once the refusal was seen
+        yield b' "stream": false}'
+
+    async with httpx.AsyncClient(base_url=guarded.gateway_url, timeout=60) as client:
+        json_body = {**second, "content-type": "application/json"}
+        held = [
+            asyncio.create_task(client.post("/v1/query", content=dribbled(), headers=json_body))
+            for _ in range(2)
+        ]
+        await asyncio.sleep(1.0)  # both reach the gateway before anything else of this caller does
+        for _ in range(30):
+            refused = await client.get("/v1/documents", headers=second)
+            if refused.status_code == 429:
+                break
+            await asyncio.sleep(0.2)
+        assert refused.status_code == 429, refused.text
+        message = refused.json()["error"]["message"]
+        assert message.startswith("2 requests of this caller are in progress")
+        assert "gateway.max_in_flight_per_caller" in message and refused.headers["retry-after"] == "1"
+        assert (await client.get("/v1/documents", headers=KEYED)).status_code == 200  # its own room
+        assert (await client.get("/health/live")).status_code == 200
+        arrived.set()
+        answered = await asyncio.gather(*held)
+        assert [r.status_code for r in answered] == [200, 200], [r.text for r in answered]
+        assert (await client.get("/v1/documents", headers=second)).status_code == 200  # room again
 
 
 async def test_the_rate_limit_names_itself(guarded: Stack) -> None:
