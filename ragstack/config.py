@@ -323,7 +323,8 @@ class IngestConfig(_Strict):
         gt=0,
         description="Sources: the longest one scan of a source (its listing and one metadata check per "
         "item) may take; past it the poll or the sync fails, naming this setting, and the breaker "
-        "counts it. Each request has its own deadline besides (ingest.crawl_page_timeout_s).",
+        "counts it. It is looked at between requests: the one in flight then runs to its own deadline "
+        "(ingest.crawl_page_timeout_s).",
     )
     source_watch: bool = Field(
         True,

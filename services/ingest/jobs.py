@@ -1,7 +1,7 @@
 """The durable ingest queue in the shared state (SQLite or PostgreSQL, ragstack/state), shared by
 any number of ingest workers, one writer per library at a time. Submitters take turns: each job gets
-a turn when queued, one after its submitter's pending jobs and none before the turn of the latest
-job started, and jobs run by turn, then in the order submitted. So a caller's hundred queued jobs
+a turn when queued, one after its submitter's pending jobs and none before the lowest turn still
+pending, and jobs run by turn, then in the order submitted. So a caller's hundred queued jobs
 delay another caller's first by one job, not by all hundred, and each caller's own jobs keep their
 order. A worker holds its running job on a lease it renews; a job whose worker died is taken again
 by any worker once the lease runs out (the pipeline's fingerprints make the second run redo only
@@ -92,7 +92,7 @@ def _first(db: StateDB) -> None:
 
 _TURNS = """
 ALTER TABLE jobs ADD COLUMN turn BIGINT NOT NULL DEFAULT 0;
-CREATE INDEX IF NOT EXISTS jobs_turn ON jobs (turn);
+CREATE INDEX IF NOT EXISTS jobs_due ON jobs (state, turn);
 CREATE INDEX IF NOT EXISTS jobs_pending ON jobs (principal, state, turn);
 """
 
@@ -176,16 +176,19 @@ class JobStore:
         # SQLite has no sequence: the next number is taken under its write lock.
         seq = ", seq" if self._db.dialect == "sqlite" else ""
         value = ", (SELECT coalesce(max(seq), 0) + 1 FROM jobs)" if seq else ""
-        # One after the submitter's pending jobs, and never before the latest job started.
+        # One after the submitter's pending jobs, and never before the queue's lowest pending turn: read
+        # from pending jobs only, so neither a job started out of turn (its library free) nor the
+        # history Vacuum removes moves it.
         larger = "greatest" if self._db.dialect == "postgres" else "max"
         turn = (
             f"{larger}((SELECT coalesce(max(turn), 0) + 1 FROM jobs WHERE principal = ?"
             " AND state IN (?, ?)),"
-            # (ordered, not max(): the index on turn answers it from its top, however long the history)
-            " coalesce((SELECT turn FROM jobs WHERE attempts > 0 ORDER BY turn DESC LIMIT 1), 0))"
+            " coalesce((SELECT turn FROM jobs WHERE state IN (?, ?) ORDER BY turn LIMIT 1), 0))"
         )
-        turn_args = (principal, QUEUED, RUNNING)
+        turn_args = (principal, QUEUED, RUNNING, QUEUED, RUNNING)
         with self._db.transaction() as db:
+            if db.dialect == "postgres":  # one submit of a caller at a time, so its count holds
+                db.one("SELECT pg_advisory_xact_lock(?)", (self._key(f"\0submit\0{principal}"),))
             if bounded:
                 row = db.one(
                     "SELECT count(*) FROM jobs WHERE principal = ? AND state IN (?, ?)",
