@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import os
+import random
 import re
 import signal
 import socket
@@ -35,15 +36,32 @@ ORDER = ("retrieve", "verify", "ingest", "agent", "gateway")
 
 
 def free_ports(n: int) -> list[int]:
-    """`n` distinct loopback ports that were free a moment ago."""
-    socks = [socket.socket() for _ in range(n)]
+    """`n` distinct loopback ports that were free a moment ago, below the kernel's ephemeral range.
+    A port picked now is bound later, by a process started after others: one from the ephemeral
+    range (a bind to port 0) could meanwhile be taken by any outgoing connection of those others (to
+    PostgreSQL, to an S3 server), and the process then fails to bind it."""
+    low = _ephemeral_low()
+    rng = random.SystemRandom()
+    picked: list[int] = []
+    while len(picked) < n:
+        port = rng.randrange(max(1024, low - 16384), low)
+        if port in picked:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        picked.append(port)
+    return picked
+
+
+def _ephemeral_low() -> int:
+    """The lowest port the kernel hands out to outgoing connections (Linux; 32768 elsewhere)."""
     try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:

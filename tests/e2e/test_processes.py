@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,19 +15,10 @@ import httpx
 import pytest
 import yaml
 
+from ragstack.bench.cluster import free_ports
 from tests.conftest import MODEL_DIR, SAMPLES
 
 RAGSTACK = [sys.executable, "-m", "ragstack.cli.main"]
-
-
-def free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 def write_config(tmp_path: Path) -> tuple[Path, dict[str, int]]:
