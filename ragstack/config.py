@@ -620,6 +620,12 @@ class GenerationConfig(_Strict):
     session_turns_kept: int = Field(
         50, ge=3, description="Agent: the newest turns kept of each session (follow-ups read the last 3)."
     )
+    feedback_kept: int = Field(
+        1_000,
+        ge=1,
+        description="Agent: each caller's newest verdicts on answers kept (SendFeedback); older ones "
+        "are forgotten.",
+    )
     active_retrieval_rounds: int = Field(
         0,
         ge=0,

@@ -46,7 +46,8 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         cfg.generation.session_turns_kept,
     )
     feedback = FeedbackStore(
-        open_state(cfg.state, cfg.data_dir, feedback_store.STORE, feedback_store.MIGRATIONS)
+        open_state(cfg.state, cfg.data_dir, feedback_store.STORE, feedback_store.MIGRATIONS),
+        cfg.generation.feedback_kept,
     )
     agent = Agent(
         retriever=AgentRetriever(retrieve_channel, cfg.deadlines.retrieve_s),

@@ -1,5 +1,6 @@
 """Feedback on answers: one verdict per answer and person (the last one given), kept with the
-answer's trace id, its question and library, in the shared state (ragstack/state)."""
+answer's trace id, its question and library, in the shared state (ragstack/state). Each person's
+newest `kept` verdicts are kept: answers are asked for ever, the state must not grow with them."""
 
 from __future__ import annotations
 
@@ -20,7 +21,11 @@ CREATE TABLE IF NOT EXISTS feedback (
 CREATE INDEX IF NOT EXISTS feedback_created ON feedback (created_at);
 """
 _COLUMNS = "trace_id, rating, comment, principal, question, library, created_at"
-MIGRATIONS = (Migration(1, "verdicts on answers", _TABLES),)  # idempotent: adopts a file from before versions
+_BY_PRINCIPAL = "CREATE INDEX IF NOT EXISTS feedback_by_principal ON feedback (principal, created_at);"
+MIGRATIONS = (
+    Migration(1, "verdicts on answers", _TABLES),  # idempotent: adopts a file from before versions
+    Migration(2, "each person's verdicts by age, for keeping the newest", _BY_PRINCIPAL),
+)
 
 
 def _check(rating: str, comment: str) -> None:
@@ -31,13 +36,27 @@ def _check(rating: str, comment: str) -> None:
 
 
 class FeedbackStore:
-    def __init__(self, db: StateDB) -> None:
+    def __init__(self, db: StateDB, kept: int = 1_000) -> None:
         self._db = db
+        self._kept = kept
 
     def put(self, feedback: Feedback) -> Feedback:
-        """Stores `feedback`, replacing what the same person said of the same answer."""
+        """Stores `feedback`, replacing what the same person said of the same answer, and forgets
+        that person's verdicts past the newest `kept`."""
         _check(feedback.rating, feedback.comment)
-        self._db.execute(
+        with self._db.transaction() as db:
+            self._insert(db, feedback)
+            past = "LIMIT -1 OFFSET ?" if db.dialect == "sqlite" else "OFFSET ?"
+            db.execute(
+                "DELETE FROM feedback WHERE principal = ? AND trace_id IN (SELECT trace_id FROM feedback"
+                f" WHERE principal = ? ORDER BY created_at DESC, trace_id {past})",
+                (feedback.principal, feedback.principal, self._kept),
+            )
+        return feedback
+
+    @staticmethod
+    def _insert(db: StateDB, feedback: Feedback) -> None:
+        db.execute(
             f"INSERT INTO feedback ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (trace_id, principal) DO UPDATE SET rating = excluded.rating,"
             " comment = excluded.comment, question = excluded.question, library = excluded.library,"
@@ -52,7 +71,6 @@ class FeedbackStore:
                 feedback.created_at,
             ),
         )
-        return feedback
 
     def list(self, limit: int, library: str = "") -> list[Feedback]:
         """The newest `limit` (the service bounds it); only `library`'s when one is named."""

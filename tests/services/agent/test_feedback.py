@@ -11,6 +11,7 @@ import pytest
 from ragstack.config import StateConfig
 from ragstack.domain import Feedback
 from ragstack.errors import InvalidArgument
+from ragstack.state.migrations import MigrationRequired
 from services.agent import feedback
 from services.agent.feedback import FeedbackStore
 from tests.tools import state as state_tools
@@ -39,6 +40,25 @@ def test_the_last_verdict_counts_and_listing_is_newest_first(
     again.close()
 
 
+def test_each_caller_keeps_its_newest_verdicts(state_config: StateConfig, tmp_path: Path) -> None:
+    """Past `kept`, a caller's oldest verdict is forgotten; another caller's are not touched, and a
+    verdict given again counts as new."""
+    store = FeedbackStore(state_tools.store(state_config, tmp_path, feedback), kept=3)
+    store.put(Feedback("z" * 32, "up", "", "ben", "Qb", "team", "2026-12-01T08:00:00"))
+    for hour in range(10, 14):
+        store.put(Feedback(f"{hour:032d}", "down", "", "ana", f"Q{hour}", "team", f"2026-12-01T{hour}:00:00"))
+    assert [f.question for f in store.list(10)] == ["Q13", "Q12", "Q11", "Qb"]
+    store.put(Feedback(f"{11:032d}", "up", "", "ana", "Q11", "team", "2026-12-01T15:00:00"))
+    store.put(Feedback("y" * 32, "up", "", "ana", "Q16", "team", "2026-12-01T16:00:00"))
+    assert [(f.principal, f.question) for f in store.list(10)] == [
+        ("ana", "Q16"),
+        ("ana", "Q11"),
+        ("ana", "Q13"),
+        ("ben", "Qb"),
+    ]
+    store.close()
+
+
 def test_a_file_from_before_versions_is_adopted_with_its_rows(tmp_path: Path) -> None:
     with sqlite3.connect(tmp_path / "feedback.sqlite") as old:
         old.executescript(
@@ -48,7 +68,9 @@ def test_a_file_from_before_versions_is_adopted_with_its_rows(tmp_path: Path) ->
             "INSERT INTO feedback VALUES ('aaaa', 'ana', 'down', 'old', 'Q', 'team', '2026-11-01');"
         )
     old.close()
-    store = FeedbackStore(state_tools.store(StateConfig(), tmp_path, feedback))
+    with pytest.raises(MigrationRequired, match="2: each person's verdicts by age"):
+        state_tools.store(StateConfig(), tmp_path, feedback)
+    store = FeedbackStore(state_tools.store(StateConfig(auto_migrate=True), tmp_path, feedback))
     assert store.list(10) == [Feedback("aaaa", "down", "old", "ana", "Q", "team", "2026-11-01")]
     store.put(Feedback("aaaa", "up", "", "ana", "Q", "team", "2026-11-02"))
     assert [f.rating for f in store.list(10)] == ["up"]
