@@ -161,6 +161,13 @@ class IngestConfig(_Strict):
         description="Vacuum (`ragstack store vacuum`, the Vacuum RPC) removes LanceDB versions older than "
         "this many days; the versions snapshots pin are kept.",
     )
+    max_snapshots: int = Field(
+        20,
+        ge=1,
+        le=1_000,
+        description="Snapshots that may exist at once (each pins LanceDB versions Vacuum keeps); "
+        "CreateSnapshot past it is refused: delete one first.",
+    )
     allowed_roots: list[Path] | None = Field(
         None,
         description="Folders whose files the Ingest RPC may read by path (symlinks resolved first); "

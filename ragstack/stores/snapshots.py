@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragstack.domain import LibraryStats, SnapshotInfo, StoreStats, VacuumReport
-from ragstack.errors import AlreadyExists, InvalidArgument, NotFound, RagstackError
+from ragstack.errors import AlreadyExists, InvalidArgument, NotFound, RagstackError, ResourceExhausted
 from ragstack.stores.layout import LAYOUT_VERSION
 from ragstack.stores.location import table_names
 
@@ -53,6 +53,9 @@ MAX_RETENTION_DAYS = 36_500
 
 class SnapshotUnusable(RagstackError):
     code = "FAILED_PRECONDITION"
+
+
+FREE_FLOOR = 256 * 2**20  # bytes a snapshot's copies must leave free on their disk
 
 
 def check_name(name: str) -> str:
@@ -92,9 +95,12 @@ class StoreLifecycle:
         graph: GraphStore | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         build: str = "",
+        max_snapshots: int = 20,
     ) -> None:
-        """`build`: the index build the ingest service writes (services/ingest/build.py), for stats."""
+        """`build`: the index build the ingest service writes (services/ingest/build.py), for stats.
+        `max_snapshots`: how many may exist at once (each pins LanceDB versions Vacuum must keep)."""
         self._build = build
+        self._max_snapshots = max_snapshots
         self._data_dir = data_dir
         self._folder = data_dir / "snapshots"
         self._catalog = catalog
@@ -132,14 +138,13 @@ class StoreLifecycle:
                     builds=self._catalog.builds(name),
                 )
             )
-        catalog = self._data_dir / "catalog.sqlite"
         lance = self._lance_folder()
         return StoreStats(
             libraries=out,
             table_versions={name: int(table.version) for name, table in self._tables()},
             lancedb_bytes=folder_bytes(lance) if lance is not None else 0,
             tantivy_bytes=folder_bytes(self._data_dir / "tantivy"),
-            catalog_bytes=sum(folder_bytes(Path(f"{catalog}{s}")) for s in ("", "-wal", "-shm")),
+            catalog_bytes=self._catalog_bytes(),
             snapshots_bytes=folder_bytes(self._folder),
             snapshots=len(self._snapshot_folders()),
             build=self._build,
@@ -154,6 +159,7 @@ class StoreLifecycle:
             final = self._folder / name
             if final.exists():
                 raise AlreadyExists(f"snapshot {name!r} exists: delete it first, or choose another name")
+            self._check_room()
             staging = self._folder / f".new-{name}-{uuid.uuid4().hex[:8]}"
             staging.mkdir(parents=True)
             pinned: list[Any] = []
@@ -184,6 +190,28 @@ class StoreLifecycle:
                 shutil.rmtree(staging, ignore_errors=True)
                 raise
             return self._info(final)
+
+    def _check_room(self) -> None:
+        """Refuses a snapshot past the count limit, or one whose copies would leave the disk under
+        FREE_FLOOR: a full disk fails the next ingest, not just the snapshot."""
+        count = len(self._snapshot_folders())
+        if count >= self._max_snapshots:
+            raise ResourceExhausted(
+                f"{count} snapshots exist, the limit is {self._max_snapshots} (ingest.max_snapshots):"
+                " delete one first"
+            )
+        copied = folder_bytes(self._data_dir / "tantivy") + self._catalog_bytes()
+        self._folder.mkdir(parents=True, exist_ok=True)
+        free = shutil.disk_usage(self._folder).free
+        if free - copied < FREE_FLOOR:
+            raise ResourceExhausted(
+                f"the snapshot copies {copied / 2**20:.0f} MiB and {free / 2**20:.0f} MiB are free on the"
+                f" disk of {self._folder}: at least {FREE_FLOOR // 2**20} MiB must stay free"
+            )
+
+    def _catalog_bytes(self) -> int:
+        catalog = self._data_dir / "catalog.sqlite"
+        return sum(folder_bytes(Path(f"{catalog}{s}")) for s in ("", "-wal", "-shm"))
 
     def snapshots(self) -> list[SnapshotInfo]:
         """Oldest first."""

@@ -126,6 +126,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         lexical,
         graph_store,
         build=pipeline.build,
+        max_snapshots=cfg.ingest.max_snapshots,
     )
     lifecycle.resume()  # a restore a crash interrupted is finished before anything else runs
     databases = DatabaseRegistry(

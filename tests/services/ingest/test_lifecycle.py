@@ -17,9 +17,10 @@ import pytest
 
 from ragstack.config import StateConfig
 from ragstack.domain import FileProgress, FileStage, IngestSummary, LibraryStats, SearchFilter, SearchMode
-from ragstack.errors import AlreadyExists, InvalidArgument, NotFound
+from ragstack.errors import AlreadyExists, InvalidArgument, NotFound, ResourceExhausted
 from ragstack.guard.paths import PathGuard
 from ragstack.stores import catalog as catalog_store
+from ragstack.stores import snapshots
 from ragstack.stores.catalog import EVERY_COMMUNITY, Catalog
 from ragstack.stores.graph import GraphStore
 from ragstack.stores.lexical import LexicalStore
@@ -156,6 +157,36 @@ def test_stats_count_what_was_ingested(stores: Stores) -> None:
     stores.lifecycle.create("one")
     again = stores.lifecycle.stats()
     assert again.snapshots == 1 and again.snapshots_bytes > 0
+
+
+def test_a_snapshot_past_the_limit_or_the_free_disk_is_refused_and_leaves_nothing(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stores.ingest()
+    s = stores
+    bounded = StoreLifecycle(s.data, s.catalog, s.vectors, s.lexical, s.graph, max_snapshots=2)
+    bounded.create("one")
+    bounded.create("two")
+    with pytest.raises(
+        ResourceExhausted, match=r"2 snapshots exist, the limit is 2 \(ingest.max_snapshots\)"
+    ):
+        bounded.create("three")
+    bounded.delete("one")
+    bounded.create("three")
+
+    bounded.delete("two")
+    real = shutil.disk_usage(s.data)
+    copied = sum(f.stat().st_size for f in (s.data / "tantivy").rglob("*") if f.is_file())
+    tight = real._replace(free=copied + snapshots.FREE_FLOOR - 1)
+    monkeypatch.setattr(snapshots.shutil, "disk_usage", lambda _path: tight)
+    with pytest.raises(
+        ResourceExhausted, match=r"MiB are free on the disk of .* at least 256 MiB must stay free"
+    ):
+        bounded.create("four")
+    assert [x.name for x in bounded.snapshots()] == ["three"]
+    assert sorted(p.name for p in (s.data / "snapshots").iterdir()) == ["three"]
+    branches = list(s.vectors._open().branches.list())
+    assert "snapshot-three" in branches and "snapshot-four" not in branches
 
 
 async def test_restore_puts_every_store_back_and_a_reader_follows(stores: Stores) -> None:
