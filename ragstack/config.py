@@ -933,7 +933,9 @@ class TelemetryConfig(_Strict):
 
 class TracesConfig(_Strict):
     enabled: bool = Field(True, description="Write one JSON trace per query.")
-    retention: int = Field(200, ge=1, description="Newest traces kept; older ones are deleted.")
+    retention: int = Field(
+        200, ge=1, description="Each caller's newest traces kept; its older ones are deleted."
+    )
 
 
 class Config(_Strict):

@@ -131,7 +131,7 @@ class Agent:
                     yield event
             finally:
                 trace.took_ms = round((self._clock() - start) * 1000, 1)
-                self._traces.write(trace.trace_id, trace.to_json())
+                self._traces.write(trace.trace_id, trace.to_json(), trace.principal)
 
     async def _answer(self, query: Query, trace: QueryTrace) -> AsyncIterator[d.AskEvent]:
         yield d.StartEvent(trace.trace_id)

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from ragstack import auth
 from ragstack import domain as d
 from ragstack.config import GenerationConfig
+from ragstack.errors import TraceNotFound
 from ragstack.traces import TraceStore
 from services.agent.ask import Agent
 from services.verify.checker import OfflineChecker, Verifier
@@ -179,3 +181,38 @@ async def test_a_trace_written_before_schema_version_reads_as_version_1(make_age
         done.trace_id, {k: v for k, v in written.items() if k != "schema_version"}
     )  # an older agent's
     assert agent.trace(done.trace_id) == written
+
+
+async def test_one_callers_questions_never_push_out_anothers_traces(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+    traces = TraceStore(tmp_path / "traces", 2)
+    agent = Agent(
+        FixedRetriever(embedder),
+        LocalVerifier(Verifier(OfflineChecker(embedder, 0.55, 0.4), 0.5)),
+        ScriptedLLM([], reachable=False),
+        traces,
+        GenerationConfig(),
+        default_top_k=2,
+        directed=instruction_detector().directed,
+    )
+
+    async def ask_as(name: str) -> str:
+        token = auth.PRINCIPAL.set(auth.Principal(name, auth.Role.READER))
+        try:
+            done = (await collect(agent, "What is the default k1 in tantivy BM25?"))[-1]
+            assert isinstance(done, d.DoneEvent)
+            return done.trace_id
+        finally:
+            auth.PRINCIPAL.reset(token)
+
+    anas = await ask_as("ana")
+    bens = [await ask_as("ben") for _ in range(4)]
+    token = auth.PRINCIPAL.set(auth.Principal("ana", auth.Role.READER))
+    try:
+        assert agent.trace(anas)["principal"] == "ana"  # still there after ben's four
+        with pytest.raises(TraceNotFound):
+            agent.trace(bens[-1])  # another's reads as unknown
+    finally:
+        auth.PRINCIPAL.reset(token)
+    assert agent.trace(bens[-1])["principal"] == "ben"  # the local admin reads any
+    with pytest.raises(TraceNotFound):
+        agent.trace(bens[0])  # ben's oldest, past his two
