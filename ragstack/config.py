@@ -293,6 +293,13 @@ class IngestConfig(_Strict):
         description="Queued ingest: jobs one caller may have queued or running at once; past it "
         "SubmitIngest is refused (RESOURCE_EXHAUSTED, naming this setting).",
     )
+    job_pending_mb: float = Field(
+        1024.0,
+        gt=0,
+        description="Queued ingest: megabytes (2**20 bytes) of requests, uploaded files included, one "
+        "caller's jobs queued or running may hold in the state at once; past it SubmitIngest is "
+        "refused (RESOURCE_EXHAUSTED, naming this setting).",
+    )
     source_tick_s: float = Field(
         1.0, gt=0, le=60, description="Sources: how often the ingester looks for a source that is due."
     )

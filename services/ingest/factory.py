@@ -143,6 +143,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         attempts=cfg.ingest.job_attempts,
         backoff_s=cfg.ingest.job_backoff_s,
         pending_limit=cfg.ingest.job_pending_limit,
+        pending_bytes=int(cfg.ingest.job_pending_mb * 2**20),
     )
     sources = build_sources(cfg, pipeline, jobs, paths, lambda: servicer.wake())
     servicer = IngestServicer(

@@ -145,9 +145,11 @@ class JobStore:
         backoff_s: float = 10.0,
         worker: str | None = None,
         pending_limit: int = 100,
+        pending_bytes: int = 2**30,
     ) -> None:
         self._db = db
         self.pending_limit = pending_limit
+        self.pending_bytes = pending_bytes
         self._now = now
         self.lease_s = lease_s
         self._attempts = attempts
@@ -170,7 +172,8 @@ class JobStore:
     ) -> Job:
         """Queues `request`; `principal` names the submitter, `caller` is what to run the job as,
         `source` the source it syncs (if it does). `bounded` (a caller's request): refused with
-        ResourceExhausted when the submitter has `pending_limit` jobs queued or running already."""
+        ResourceExhausted when the submitter has `pending_limit` jobs queued or running already, or
+        their requests (uploaded files' bytes included) and this one would pass `pending_bytes`."""
         at = self._now().isoformat()
         job_id = uuid.uuid4().hex
         # SQLite has no sequence: the next number is taken under its write lock.
@@ -190,14 +193,24 @@ class JobStore:
             if db.dialect == "postgres":  # one submit of a caller at a time, so its count holds
                 db.one("SELECT pg_advisory_xact_lock(?)", (self._key(f"\0submit\0{principal}"),))
             if bounded:
+                # length() of a blob is read from its header (SQLite, PostgreSQL), not its bytes.
                 row = db.one(
-                    "SELECT count(*) FROM jobs WHERE principal = ? AND state IN (?, ?)",
+                    "SELECT count(*), coalesce(sum(length(request)), 0) FROM jobs"
+                    " WHERE principal = ? AND state IN (?, ?)",
                     (principal, QUEUED, RUNNING),
                 )
-                if row and int(row[0]) >= self.pending_limit:
+                count, held = (int(row[0]), int(row[1])) if row else (0, 0)
+                if count >= self.pending_limit:
                     raise ResourceExhausted(
-                        f"refused: {principal[:64]} has {row[0]} ingest jobs queued or running, the "
+                        f"refused: {principal[:64]} has {count} ingest jobs queued or running, the "
                         f"limit (ingest.job_pending_limit); wait for some to finish, or cancel some"
+                    )
+                if held + len(request) > self.pending_bytes:
+                    raise ResourceExhausted(
+                        f"refused: {principal[:64]}'s ingest jobs queued or running hold "
+                        f"{held / 2**20:.1f} MB of requests, and this one {len(request) / 2**20:.1f} MB "
+                        f"would pass the limit of {self.pending_bytes / 2**20:g} MB "
+                        "(ingest.job_pending_mb); wait for some to finish, or cancel some"
                     )
             db.execute(
                 "INSERT INTO jobs (job_id, library, request, state, submitted_at, updated_at, principal,"

@@ -341,6 +341,28 @@ def test_a_caller_may_have_so_many_jobs_pending_and_no_more(
     queue.close()
 
 
+def test_a_caller_may_hold_so_many_bytes_of_requests_pending_and_no_more(
+    state_config: StateConfig, tmp_path: Path
+) -> None:
+    """Uploaded files ride in the queued request: one caller's pending requests are bounded in bytes
+    too, so a writer cannot park its whole job allowance of large uploads in the state."""
+    queue = worker(state_config, tmp_path, pending_bytes=3_000)
+    first = queue.submit("x", b"a" * 1_500, "ann", bounded=True)
+    queue.submit("x", b"b" * 1_000, "ann", bounded=True)
+    with pytest.raises(
+        ResourceExhausted, match=r"ann's ingest jobs queued or running hold .* MB.*job_pending_mb"
+    ):
+        queue.submit("x", b"c" * 501, "ann", bounded=True)
+    assert queue.submit("x", b"c" * 500, "ann", bounded=True).state == QUEUED  # exactly at the limit
+    queue.submit("x", b"d" * 2_900, "bob", bounded=True)  # another caller's room is its own
+    assert queue.claim()[0].job_id == first.job_id  # type: ignore[index]  # a running job's request counts
+    with pytest.raises(ResourceExhausted, match="job_pending_mb"):
+        queue.submit("x", b"e", "ann", bounded=True)
+    queue.finish(first.job_id, b"")  # an ended job drops its request: room again
+    assert queue.submit("x", b"e" * 1_500, "ann", bounded=True).state == QUEUED
+    queue.close()
+
+
 def test_a_stopping_worker_hands_its_job_back_at_once(state_config: StateConfig, tmp_path: Path) -> None:
     stopping, other = worker(state_config, tmp_path), worker(state_config, tmp_path)
     job = stopping.submit("x", b"", source="notes")
