@@ -806,6 +806,13 @@ class LLMConfig(_Strict):
         "(DoneEvent.cut_by); a structured answer may write twice as many, past that it counts as "
         "failed.",
     )
+    max_concurrent: int = Field(
+        4,
+        ge=1,
+        le=256,
+        description="Generations one process runs at once (set it to the server's OLLAMA_NUM_PARALLEL); "
+        "callers waiting for one take turns, and a wait past llm.timeout_s takes the offline path.",
+    )
     probe_timeout_s: float = Field(1.0, gt=0, description="Deadline of the reachability check.")
     temperature: float = Field(0.1, ge=0, le=2)
 

@@ -1,5 +1,7 @@
 """The LLM client: Ollama when reachable. Callers check `available()` and take their offline path
-when it is False; the answer and the trace say which path ran."""
+when it is False; the answer and the trace say which path ran. At most `llm.max_concurrent`
+generations of a process run at once, and callers waiting for one take turns (ragstack/fair_gate.py):
+one caller's flood of questions queues behind itself, not in front of everyone else's."""
 
 from __future__ import annotations
 
@@ -14,7 +16,9 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from ragstack import auth
 from ragstack.config import LLMConfig
+from ragstack.fair_gate import FairGate
 
 log = logging.getLogger(__name__)
 PROBE_TTL_S = 30.0
@@ -50,6 +54,7 @@ class LLM:
         self._probed_at = float("-inf")
         self._available = False
         self._lock = threading.Lock()
+        self._gate = FairGate(cfg.max_concurrent, "the LLM is busy (llm.max_concurrent)")
 
     @property
     def name(self) -> str:
@@ -104,7 +109,10 @@ class LLM:
         import ollama
 
         # Not streamed, the reply arrives whole: the client's read timeout bounds the generation.
-        with _closing(ollama.Client(host=self.cfg.host, timeout=self.cfg.timeout_s)) as client:
+        with (
+            self._gate.hold(auth.current().name, self.cfg.timeout_s),
+            _closing(ollama.Client(host=self.cfg.host, timeout=self.cfg.timeout_s)) as client,
+        ):
             response = client.chat(
                 model=self.cfg.model,
                 messages=list(messages),
@@ -117,7 +125,8 @@ class LLM:
 
     async def stream_chat(self, messages: Sequence[dict[str, str]]) -> AsyncGenerator[str, None]:
         """The reply's pieces as they are written, within `llm.timeout_s` of waiting for them in all
-        and `llm.max_output_tokens`; past either, GenerationCut after the last piece."""
+        and `llm.max_output_tokens`; past either, GenerationCut after the last piece. The wait for a
+        free slot (`llm.max_concurrent`) is bounded by `llm.timeout_s` too: past it, GateBusy."""
         import ollama
 
         # The ollama client has no default timeout: always give one; and close it, or its
@@ -126,8 +135,10 @@ class LLM:
         # model's time, not a slow consumer's).
         loop = asyncio.get_running_loop()
         left = self.cfg.timeout_s
-        client = ollama.AsyncClient(host=self.cfg.host, timeout=self.cfg.timeout_s)
-        try:
+        async with (
+            self._gate.hold_async(auth.current().name, self.cfg.timeout_s),
+            ollama.AsyncClient(host=self.cfg.host, timeout=self.cfg.timeout_s) as client,
+        ):
             stream = await client.chat(
                 model=self.cfg.model,
                 messages=list(messages),
@@ -152,8 +163,6 @@ class LLM:
                     yield text
                 if part.done and part.done_reason == "length":
                     raise GenerationCut(MAX_OUTPUT_TOKENS)
-        finally:
-            await client.close()
 
     def _limit(self, max_tokens: int) -> int:
         return min(max_tokens, self.cfg.max_output_tokens) if max_tokens > 0 else self.cfg.max_output_tokens
