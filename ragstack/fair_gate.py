@@ -131,4 +131,4 @@ class FairGate:
             return True
 
     def _busy(self, timeout_s: float) -> GateBusy:
-        return GateBusy(f"{self._what}: no slot of {self.slots} came free in {timeout_s:g} s")
+        return GateBusy(f"{self._what}: no slot of {self.slots} came free in {timeout_s:.3g} s")

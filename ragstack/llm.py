@@ -8,10 +8,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -40,6 +42,21 @@ class GenerationCut(Exception):
     def __init__(self, limit: str) -> None:
         super().__init__(f"the generation reached {limit}")
         self.limit = limit
+
+
+# When the caller stops waiting (time.monotonic()): a thread it left behind on a timeout gives up its
+# place at the gate then, not after `llm.timeout_s` (asyncio.to_thread passes it to the thread).
+GIVE_UP_AT: ContextVar[float] = ContextVar("llm_give_up_at", default=math.inf)
+
+
+@contextmanager
+def waited_for_at_most(timeout_s: float) -> Iterator[None]:
+    """The LLM calls started inside (threads included) wait for a slot at most `timeout_s`."""
+    token = GIVE_UP_AT.set(min(GIVE_UP_AT.get(), time.monotonic() + timeout_s))
+    try:
+        yield
+    finally:
+        GIVE_UP_AT.reset(token)
 
 
 MAX_OUTPUT_TOKENS = "llm.max_output_tokens"
@@ -110,7 +127,7 @@ class LLM:
 
         # Not streamed, the reply arrives whole: the client's read timeout bounds the generation.
         with (
-            self._gate.hold(auth.current().name, self.cfg.timeout_s),
+            self._gate.hold(auth.current().name, self._wait_s()),
             _closing(ollama.Client(host=self.cfg.host, timeout=self.cfg.timeout_s)) as client,
         ):
             response = client.chat(
@@ -136,7 +153,7 @@ class LLM:
         loop = asyncio.get_running_loop()
         left = self.cfg.timeout_s
         async with (
-            self._gate.hold_async(auth.current().name, self.cfg.timeout_s),
+            self._gate.hold_async(auth.current().name, self._wait_s()),
             ollama.AsyncClient(host=self.cfg.host, timeout=self.cfg.timeout_s) as client,
         ):
             stream = await client.chat(
@@ -163,6 +180,10 @@ class LLM:
                     yield text
                 if part.done and part.done_reason == "length":
                     raise GenerationCut(MAX_OUTPUT_TOKENS)
+
+    def _wait_s(self) -> float:
+        """How long a call may wait for a slot: `llm.timeout_s`, or less when its caller stops sooner."""
+        return max(0.0, min(self.cfg.timeout_s, GIVE_UP_AT.get() - time.monotonic()))
 
     def _limit(self, max_tokens: int) -> int:
         return min(max_tokens, self.cfg.max_output_tokens) if max_tokens > 0 else self.cfg.max_output_tokens

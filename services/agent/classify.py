@@ -14,6 +14,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ragstack.domain import QueryMode, RouteEvent, SearchMode
+from ragstack.llm import waited_for_at_most
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,8 @@ async def classify(llm: JsonLLM, question: str, timeout_s: float) -> RouteEvent 
         {"role": "user", "content": f"<question>{question}</question>"},
     ]
     try:
-        raw = await asyncio.wait_for(asyncio.to_thread(llm.chat_json, messages, SCHEMA), timeout_s)
+        with waited_for_at_most(timeout_s):  # copied into the task wait_for makes, and its thread
+            raw = await asyncio.wait_for(asyncio.to_thread(llm.chat_json, messages, SCHEMA), timeout_s)
         found = Understanding.model_validate(json.loads(raw))
     except TimeoutError:
         log.info("the LLM router took over %.1f s; the heuristic routes", timeout_s)

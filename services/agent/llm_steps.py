@@ -13,7 +13,7 @@ from typing import Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragstack.domain import SearchHit
-from ragstack.llm import JsonChat, ask_validated
+from ragstack.llm import JsonChat, ask_validated, waited_for_at_most
 from services.agent.sessions import Turn
 
 log = logging.getLogger(__name__)
@@ -72,7 +72,9 @@ async def llm_standalone(llm: JsonChat, question: str, turns: Sequence[Turn], ti
 
 async def _call(llm: JsonChat, model: type[M], system: str, user: str, timeout_s: float) -> M | None:
     try:
-        return await asyncio.wait_for(asyncio.to_thread(ask_validated, llm, model, system, user), timeout_s)
+        with waited_for_at_most(timeout_s):  # copied into the task wait_for makes, and its thread
+            asked = asyncio.to_thread(ask_validated, llm, model, system, user)
+            return await asyncio.wait_for(asked, timeout_s)
     except TimeoutError:
         log.info("the LLM took over %.1f s for %s; the deterministic step runs", timeout_s, model.__name__)
         return None

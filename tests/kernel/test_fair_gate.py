@@ -10,7 +10,7 @@ import pytest
 
 from ragstack.config import LLMConfig
 from ragstack.fair_gate import FairGate, GateBusy
-from ragstack.llm import LLM
+from ragstack.llm import LLM, waited_for_at_most
 
 
 def _queued(gate: FairGate, n: int) -> None:
@@ -116,3 +116,15 @@ async def test_the_llm_waits_for_a_slot_and_past_its_timeout_takes_the_offline_p
             async for _ in llm.stream_chat([{"role": "user", "content": "hi"}]):
                 pass
     assert llm._gate.waiting() == 0
+
+
+async def test_a_call_its_caller_gave_up_on_leaves_the_queue_then() -> None:
+    """A thread left behind by `wait_for` gives up its place when its caller stopped waiting, not
+    after `llm.timeout_s`: it would hold a slot for an answer nobody reads."""
+    llm = LLM(LLMConfig(host="http://127.0.0.1:9", max_concurrent=1, timeout_s=30.0))
+    with llm._gate.hold("someone", 1.0):
+        started = time.monotonic()
+        with waited_for_at_most(0.3), pytest.raises(GateBusy, match=r"came free in 0(\.\d+)? s"):
+            await asyncio.to_thread(llm.chat, [{"role": "user", "content": "hi"}])
+        assert time.monotonic() - started < 5.0
+
