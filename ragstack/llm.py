@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Protocol, TypeVar
 
+from prometheus_client import Gauge
 from pydantic import BaseModel, ValidationError
 
 from ragstack import auth
@@ -59,6 +60,8 @@ def waited_for_at_most(timeout_s: float) -> Iterator[None]:
         GIVE_UP_AT.reset(token)
 
 
+WAITING = Gauge("ragstack_llm_waiting", "Calls waiting for one of this process's llm.max_concurrent slots.")
+
 MAX_OUTPUT_TOKENS = "llm.max_output_tokens"
 TIMEOUT = "llm.timeout_s"
 MAX_ANSWER_CHARS = "max_answer_chars"  # no setting: the most an answer may hold (domain.MAX_ANSWER_CHARS)
@@ -72,6 +75,7 @@ class LLM:
         self._available = False
         self._lock = threading.Lock()
         self._gate = FairGate(cfg.max_concurrent, "the LLM is busy (llm.max_concurrent)")
+        WAITING.set_function(self._gate.waiting)  # the process's LLM (the last one made, in tests)
 
     @property
     def name(self) -> str:

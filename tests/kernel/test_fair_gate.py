@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+from prometheus_client import REGISTRY
 
 from ragstack.config import LLMConfig
 from ragstack.fair_gate import FairGate, GateBusy
@@ -108,10 +109,13 @@ async def test_a_slot_granted_as_its_waiter_is_cancelled_goes_to_the_next() -> N
 
 async def test_the_llm_waits_for_a_slot_and_past_its_timeout_takes_the_offline_path() -> None:
     """The gate comes before any connection: no server is needed to see it refuse."""
-    llm = LLM(LLMConfig(host="http://127.0.0.1:9", max_concurrent=1, timeout_s=0.05))
+    llm = LLM(LLMConfig(host="http://127.0.0.1:9", max_concurrent=1, timeout_s=0.5))
     with llm._gate.hold("someone", 1.0):
+        waiting = asyncio.create_task(asyncio.to_thread(llm.chat, [{"role": "user", "content": "hi"}]))
+        await asyncio.to_thread(_queued, llm._gate, 1)
+        assert REGISTRY.get_sample_value("ragstack_llm_waiting") == 1.0  # /metrics shows the queue
         with pytest.raises(GateBusy, match=r"llm.max_concurrent"):
-            await asyncio.to_thread(llm.chat, [{"role": "user", "content": "hi"}])
+            await waiting
         with pytest.raises(GateBusy, match=r"llm.max_concurrent"):
             async for _ in llm.stream_chat([{"role": "user", "content": "hi"}]):
                 pass
@@ -127,4 +131,3 @@ async def test_a_call_its_caller_gave_up_on_leaves_the_queue_then() -> None:
         with waited_for_at_most(0.3), pytest.raises(GateBusy, match=r"came free in 0(\.\d+)? s"):
             await asyncio.to_thread(llm.chat, [{"role": "user", "content": "hi"}])
         assert time.monotonic() - started < 5.0
-
