@@ -10,6 +10,7 @@ import json
 import os
 import re
 import tempfile
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -41,17 +42,23 @@ class TraceStore:
         folder = self._folder(owner)
         folder.mkdir(parents=True, exist_ok=True)
         target = folder / f"{trace_id}.json"
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
+        # Not named *.json while written: another write's pruning must not take it for a trace.
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".part")
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(trace, fh, indent=2, ensure_ascii=False, default=str)
         os.replace(tmp, target)  # readers never see a half-written trace
-        for old in _newest_first(folder.glob("*.json"))[self._retention :]:
+        for old in _newest_first(_traces_in(folder))[self._retention :]:
             old.unlink(missing_ok=True)
+        _drop_stale_parts(folder)
         return target
 
-    def read(self, trace_id: str) -> dict[str, Any]:
+    def read(self, trace_id: str, owner: str | None = None) -> dict[str, Any]:
+        """The trace `trace_id` of `owner`, or of anyone (None)."""
         name = f"{check_trace_id(trace_id)}.json"
-        path = next((p for p in (self._dir / name, *self._dir.glob(f"by/*/{name}")) if p.exists()), None)
+        places = [self._folder(owner) / name] if owner is not None else [self._dir / name]
+        if owner is None:
+            places += self._dir.glob(f"by/*/{name}")
+        path = next((p for p in places if p.exists()), None)
         if path is None:
             raise TraceNotFound(trace_id)
         result: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
@@ -59,12 +66,29 @@ class TraceStore:
 
     def list(self) -> list[Path]:
         """Every caller's trace files, newest first."""
-        return _newest_first([*self._dir.glob("*.json"), *self._dir.glob("by/*/*.json")])
+        folders = [self._dir, *(f for f in self._dir.glob("by/*") if f.is_dir())]
+        return _newest_first(p for folder in folders for p in _traces_in(folder))
 
     def _folder(self, owner: str) -> Path:
         if owner == LOCAL.name:
             return self._dir
         return self._dir / "by" / hashlib.sha256(owner.encode()).hexdigest()[:32]
+
+
+def _traces_in(folder: Path) -> list[Path]:
+    """The traces in `folder`: files named by a trace id (no half-written file, nothing else)."""
+    return [p for p in folder.glob("*.json") if _TRACE_ID.match(p.stem)]
+
+
+def _drop_stale_parts(folder: Path, older_than_s: float = 3600.0) -> None:
+    """Removes what a write killed halfway left behind (an hour old: no write takes that long)."""
+    cutoff = time.time() - older_than_s
+    for part in folder.glob(".tmp-*.part"):
+        try:
+            if part.stat().st_mtime < cutoff:
+                part.unlink()
+        except FileNotFoundError:
+            continue
 
 
 def _newest_first(paths: Iterable[Path]) -> list[Path]:

@@ -96,7 +96,14 @@ class StateDB:
             try:
                 return call(self._conn)
             except Exception as err:
-                if self.dialect != "postgres" or not _lost(err):
+                if self.dialect != "postgres":
+                    raise
+                if _rolled_back(err):  # a deadlock or serialization failure: the connection is fine
+                    raise Unavailable(
+                        f"state store {self.store}: PostgreSQL rolled the transaction back, try again: "
+                        f"{str(err).splitlines()[0] if str(err) else type(err).__name__}"
+                    ) from err
+                if not _lost(err):
                     raise
                 if self._in_transaction:  # the transaction is gone with the connection
                     raise Unavailable(f"state store {self.store}: connection lost: {err}") from err
@@ -121,10 +128,15 @@ class StateDB:
             raise
 
 
+def _rolled_back(err: Exception) -> bool:
+    """SQLSTATE class 40, transaction rollback: a deadlock, a serialization failure."""
+    return str(getattr(err, "sqlstate", "") or "").startswith("40")
+
+
 def _lost(err: Exception) -> bool:
     import psycopg
 
-    return isinstance(err, psycopg.OperationalError | psycopg.InterfaceError)
+    return isinstance(err, psycopg.OperationalError | psycopg.InterfaceError) and not _rolled_back(err)
 
 
 @lru_cache(maxsize=1024)

@@ -243,7 +243,8 @@ class Agent:
 
     def trace(self, trace_id: str) -> dict[str, Any]:
         """A trace of the caller's own (any trace for an admin); another's reads as unknown."""
-        found = QueryTrace.from_json(self._traces.read(trace_id))
-        if not auth.current().owns(found.principal):
+        caller = auth.current()
+        found = QueryTrace.from_json(self._traces.read(trace_id, None if caller.is_admin else caller.name))
+        if not caller.owns(found.principal):
             raise TraceNotFound(trace_id)
         return found.to_json()

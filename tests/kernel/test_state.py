@@ -118,6 +118,46 @@ def test_a_postgres_connection_lost_between_calls_is_opened_again(tmp_path: Path
     db.close()
 
 
+def test_a_postgres_deadlock_is_unavailable_saying_so_and_keeps_the_connection(tmp_path: Path) -> None:
+    """PostgreSQL aborts one of two transactions that wait on each other: its caller gets Unavailable
+    (try again) naming the deadlock, not a lost connection, and its connection serves on."""
+    from ragstack.errors import Unavailable
+    from tests.tools.state import config_for
+
+    cfg = config_for("postgres")
+    setup = open_state(cfg, tmp_path, "pets", [V1])
+    setup.execute("INSERT INTO pets (name, legs) VALUES ('rex', 4), ('tom', 4)")
+    dbs = [open_state(cfg, tmp_path, "pets", [V1]) for _ in range(2)]
+    both_hold_one = threading.Barrier(2, timeout=20)
+    errors: list[Exception] = []
+
+    def cross(db: object, first: str, then: str) -> None:
+        try:
+            with db.transaction() as tx:  # type: ignore[attr-defined]
+                tx.execute("UPDATE pets SET legs = legs + 1 WHERE name = ?", (first,))
+                both_hold_one.wait()
+                tx.execute("UPDATE pets SET legs = legs + 1 WHERE name = ?", (then,))
+        except Exception as err:
+            errors.append(err)
+
+    threads = [
+        threading.Thread(target=cross, args=(dbs[0], "rex", "tom")),
+        threading.Thread(target=cross, args=(dbs[1], "tom", "rex")),
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(errors) == 1 and isinstance(errors[0], Unavailable), errors
+    assert "rolled the transaction back, try again: deadlock detected" in str(errors[0])
+    assert sorted(setup.all("SELECT legs FROM pets")) == [(5,), (5,)]  # the other one committed whole
+    connections = [db.connections for db in dbs]
+    assert [db.one("SELECT count(*) FROM pets")[0] for db in dbs] == [2, 2]  # type: ignore[index]
+    assert [db.connections for db in dbs] == connections  # neither opened a new connection
+    for db in (setup, *dbs):
+        db.close()
+
+
 def test_an_unreachable_postgres_is_unavailable_with_the_reason(tmp_path: Path) -> None:
     from ragstack.errors import Unavailable
 
