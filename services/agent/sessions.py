@@ -146,6 +146,13 @@ class SessionStore:
         drafted: Sequence[str] = (),
     ) -> None:
         with self._db.transaction() as db:
+            if db.dialect == "postgres":  # one add of an owner's at a time: its turn numbers and trims hold
+                owner, sep, _ = session_id.partition(":")
+                db.one(
+                    "SELECT pg_advisory_xact_lock(hashtextextended("
+                    "'ragstack.sessions.' || current_schema() || '.' || ?, 0))",
+                    (owner if sep else LOCAL.name,),
+                )
             last = db.one("SELECT MAX(n) FROM turns WHERE session_id = ?", (session_id,))
             n = int(last[0] or 0) + 1 if last else 1
             db.execute(

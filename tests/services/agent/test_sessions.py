@@ -4,6 +4,7 @@ and PostgreSQL)."""
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,35 @@ def test_store_keeps_turns_in_order_and_lists_sessions(state_config: StateConfig
     store.close()
     with pytest.raises(InvalidArgument):
         check_session_id("no spaces allowed")
+
+
+def test_turns_added_at_once_to_one_session_all_count(state_config: StateConfig, tmp_path: Path) -> None:
+    """Two replicas answering in the same session at the same moment (each its own connection): every
+    turn is kept with a number of its own, and none fails."""
+    stores = [
+        SessionStore(state_tools.store(state_config, tmp_path, sessions), sessions_kept=4, turns_kept=50)
+        for _ in range(3)
+    ]
+    errors: list[Exception] = []
+
+    def answer(w: int) -> None:
+        for i in range(8):
+            try:
+                session = "ann:talk" if i % 2 else f"ann:side{w}"
+                stores[w].add(session, f"q{w}.{i}", "s", "a", False, f"2026-12-01T10:{i:02d}:{w:02d}")
+            except Exception as err:
+                errors.append(err)
+
+    threads = [threading.Thread(target=answer, args=(w,)) for w in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    assert len(stores[0].recent("ann:talk", 50)) == 12
+    assert sorted(s.session_id for s in stores[0].list(owner="ann")) == ["side0", "side1", "side2", "talk"]
+    for store in stores:
+        store.close()
 
 
 def test_recall_memory_is_each_principals_own(state_config: StateConfig, tmp_path: Path) -> None:
