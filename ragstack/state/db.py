@@ -79,6 +79,17 @@ class StateDB:
             self._in_transaction = False
             self._conn.execute("COMMIT")
 
+    def one_at_a_time(self, key: str) -> None:
+        """In a transaction: waits until no other transaction holds `key`, then holds it to the end
+        (a PostgreSQL advisory lock, per schema). Under READ COMMITTED, two writers that count or
+        number rows and then write would otherwise each miss the other's rows; SQLite's transactions
+        hold its write lock from their start already."""
+        assert self._in_transaction, "one_at_a_time holds its lock to the end of a transaction"
+        if self.dialect == "postgres":
+            self.one(
+                "SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || '.' || ?, 0))", (key,)
+            )
+
     def close(self) -> None:
         with self._lock:
             try:

@@ -45,12 +45,7 @@ class FeedbackStore:
         that person's verdicts past the newest `kept`."""
         _check(feedback.rating, feedback.comment)
         with self._db.transaction() as db:
-            if db.dialect == "postgres":  # one put of a person's at a time, so its trim sees the others'
-                db.one(
-                    "SELECT pg_advisory_xact_lock(hashtextextended("
-                    "'ragstack.feedback.' || current_schema() || '.' || ?, 0))",
-                    (feedback.principal,),
-                )
+            db.one_at_a_time(f"feedback.{feedback.principal}")  # its trim sees the person's other puts
             self._insert(db, feedback)
             past = "LIMIT -1 OFFSET ?" if db.dialect == "sqlite" else "OFFSET ?"
             db.execute(

@@ -111,18 +111,6 @@ def _owned_by(session_key: str) -> tuple[str, tuple[object, ...]]:
     return "substr(session_id, 1, ?) = ?", (len(owner) + 1, f"{owner}:")
 
 
-def _one_at_a_time(db: StateDB, owner: str) -> None:
-    """On PostgreSQL, the owner's writes in this transaction wait for its others (an advisory lock
-    held to the end): under READ COMMITTED two at once would number turns alike and trim past each
-    other. SQLite's transactions take the write lock up front already."""
-    if db.dialect == "postgres":
-        db.one(
-            "SELECT pg_advisory_xact_lock(hashtextextended("
-            "'ragstack.sessions.' || current_schema() || '.' || ?, 0))",
-            (owner,),
-        )
-
-
 class SessionStore:
     """Sessions and recall memory, bounded: each caller keeps its `sessions_kept` most recently active
     sessions of `turns_kept` turns at most, and its newest MEMORIES_KEPT memories of each library,
@@ -159,7 +147,7 @@ class SessionStore:
     ) -> None:
         with self._db.transaction() as db:
             owner, sep, _ = session_id.partition(":")
-            _one_at_a_time(db, owner if sep else LOCAL.name)
+            db.one_at_a_time(f"sessions.{owner if sep else LOCAL.name}")  # its numbers and trims hold
             last = db.one("SELECT MAX(n) FROM turns WHERE session_id = ?", (session_id,))
             n = int(last[0] or 0) + 1 if last else 1
             db.execute(
@@ -192,7 +180,7 @@ class SessionStore:
         self, library: str, question: str, answer: str, documents: list[str], at: str, owner: str = LOCAL.name
     ) -> None:
         with self._db.transaction() as db:
-            _one_at_a_time(db, owner)
+            db.one_at_a_time(f"sessions.{owner}")
             db.execute(
                 "INSERT INTO memory (library, question, answer, documents, at, owner) "
                 "VALUES (?, ?, ?, ?, ?, ?)",

@@ -190,8 +190,7 @@ class JobStore:
         )
         turn_args = (principal, QUEUED, RUNNING, QUEUED, RUNNING)
         with self._db.transaction() as db:
-            if db.dialect == "postgres":  # one submit of a caller at a time, so its count holds
-                db.one("SELECT pg_advisory_xact_lock(?)", (self._key(f"\0submit\0{principal}"),))
+            db.one_at_a_time(f"jobs.submit.{principal}")  # so its counts hold
             if bounded:
                 # length() of a blob is read from its header (SQLite, PostgreSQL), not its bytes.
                 row = db.one(

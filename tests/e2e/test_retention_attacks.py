@@ -299,6 +299,9 @@ class _PausedDB:
     def one(self, sql: str, params: Any = ()) -> Any:
         return self._db.one(sql, params)
 
+    def one_at_a_time(self, key: str) -> None:
+        self._db.one_at_a_time(key)
+
     def close(self) -> None:
         self._db.close()
 
