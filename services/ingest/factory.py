@@ -145,6 +145,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         pending_limit=cfg.ingest.job_pending_limit,
         pending_bytes=int(cfg.ingest.job_pending_mb * 2**20),
     )
+    job_store.QUEUE_METRICS.store = jobs
     sources = build_sources(cfg, pipeline, jobs, paths, lambda: servicer.wake())
     servicer = IngestServicer(
         pipeline,

@@ -15,14 +15,18 @@ when the worker dies. SQLite serialises claims in its write lock (one process pe
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import socket
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from prometheus_client import REGISTRY
+from prometheus_client.core import GaugeMetricFamily
 
 from ragstack.errors import (
     Cancelled,
@@ -34,6 +38,8 @@ from ragstack.errors import (
 )
 from ragstack.state import Migration, StateDB
 from ragstack.state.migrations import ensure_column, split_statements
+
+log = logging.getLogger(__name__)
 
 QUEUED, RUNNING, DONE, FAILED, CANCELLED, DEAD = "queued", "running", "done", "failed", "cancelled", "dead"
 _COLUMNS = "job_id, library, state, submitted_at, updated_at, files_done, summary, error, attempts, principal"
@@ -409,6 +415,18 @@ class JobStore:
         row = self._db.one(f"SELECT {_COLUMNS} FROM jobs WHERE job_id = ?", (job_id,))
         return _job(row) if row else None
 
+    def depth(self) -> tuple[dict[str, int], float]:
+        """The jobs queued, running and dead, and the seconds the oldest queued one has waited (0:
+        none), for /metrics."""
+        rows = self._db.all(
+            "SELECT state, count(*), min(submitted_at) FROM jobs WHERE state IN (?, ?, ?) GROUP BY state",
+            (QUEUED, RUNNING, DEAD),
+        )
+        counts = dict.fromkeys((QUEUED, RUNNING, DEAD), 0) | {state: int(n) for state, n, _ in rows}
+        oldest = next((at for state, _, at in rows if state == QUEUED), None)
+        waited = (self._now() - datetime.fromisoformat(oldest)).total_seconds() if oldest else 0.0
+        return counts, max(waited, 0.0)
+
     def list(self, limit: int = 50, principal: str | None = None) -> list[Job]:
         """The newest jobs: `principal`'s only, or everyone's when None."""
         where, args = ("WHERE principal = ?", (principal,)) if principal is not None else ("", ())
@@ -479,3 +497,34 @@ def _job(row: tuple[Any, ...]) -> Job:
         attempts,
         principal,
     )
+
+
+class _QueueMetrics:
+    """/metrics: the shared queue's depth as this process's store reads it at each scrape (every
+    worker sees the same queue), for alerting and for scaling the ingest workers."""
+
+    store: JobStore | None = None
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        if self.store is None:
+            return
+        try:
+            counts, waited = self.store.depth()
+        except Exception as err:  # the state out of reach: the rest of /metrics still answers
+            log.warning("could not read the ingest queue's depth: %s", err)
+            return
+        jobs = GaugeMetricFamily(
+            "ragstack_ingest_jobs", "Ingest jobs in the shared queue, by state.", labels=["state"]
+        )
+        for state, n in counts.items():
+            jobs.add_metric([state], n)
+        yield jobs
+        yield GaugeMetricFamily(
+            "ragstack_ingest_oldest_queued_seconds",
+            "How long the oldest queued ingest job has waited (0: none queued).",
+            value=waited,
+        )
+
+
+QUEUE_METRICS = _QueueMetrics()
+REGISTRY.register(QUEUE_METRICS)

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from prometheus_client import REGISTRY, generate_latest
 
 from ragstack.config import StateConfig
 from ragstack.errors import (
@@ -361,6 +362,47 @@ def test_a_caller_may_hold_so_many_bytes_of_requests_pending_and_no_more(
     queue.finish(first.job_id, b"")  # an ended job drops its request: room again
     assert queue.submit("x", b"e" * 1_500, "ann", bounded=True).state == QUEUED
     queue.close()
+
+
+def test_metrics_show_the_queues_depth_and_its_oldest_wait(state_config: StateConfig, tmp_path: Path) -> None:
+    now = [datetime(2026, 12, 1, 10, 0, tzinfo=UTC)]
+    queue = worker(state_config, tmp_path, clock=lambda: now[0])
+
+    def sample(name: str, **labels: str) -> float | None:
+        return REGISTRY.get_sample_value(name, labels)
+
+    jobs.QUEUE_METRICS.store = queue
+    try:
+        assert sample("ragstack_ingest_jobs", state="queued") == 0.0
+        assert sample("ragstack_ingest_oldest_queued_seconds") == 0.0
+        first = queue.submit("x", b"")
+        now[0] += timedelta(seconds=30)
+        queue.submit("y", b"")
+        queue.submit("x", b"")
+        now[0] += timedelta(seconds=15)
+        assert sample("ragstack_ingest_jobs", state="queued") == 3.0
+        assert sample("ragstack_ingest_oldest_queued_seconds") == 45.0
+        assert queue.claim()[0].job_id == first.job_id  # type: ignore[index]
+        assert (
+            sample("ragstack_ingest_jobs", state="queued"),
+            sample("ragstack_ingest_jobs", state="running"),
+        ) == (
+            2.0,
+            1.0,
+        )
+        assert sample("ragstack_ingest_oldest_queued_seconds") == 15.0
+        assert sample("ragstack_ingest_jobs", state="dead") == 0.0
+
+        class Unreachable:
+            def depth(self) -> None:
+                raise ConnectionError("the state is out of reach")
+
+        jobs.QUEUE_METRICS.store = Unreachable()  # type: ignore[assignment]
+        assert sample("ragstack_ingest_jobs", state="queued") is None  # no queue figures,
+        assert b"python_gc_objects_collected_total" in generate_latest(REGISTRY)  # the rest answers
+    finally:
+        jobs.QUEUE_METRICS.store = None
+        queue.close()
 
 
 def test_a_stopping_worker_hands_its_job_back_at_once(state_config: StateConfig, tmp_path: Path) -> None:
