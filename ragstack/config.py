@@ -794,6 +794,7 @@ class LLMConfig(_Strict):
     timeout_s: float = Field(
         120.0,
         gt=0,
+        le=86_400,
         description="Deadline of one generation, streamed or not (streamed: the waits for its "
         "pieces, summed): a draft still being written then is cut (DoneEvent.cut_by).",
     )

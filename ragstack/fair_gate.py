@@ -42,8 +42,15 @@ class FairGate:
         """One slot for the block, waited for at most `timeout_s` (then GateBusy)."""
         woken = threading.Event()
         waiter = self._enter(owner, woken.set)
-        if waiter is not None and not woken.wait(timeout_s) and self._abandon(waiter):
-            raise self._busy(timeout_s)
+        if waiter is not None:
+            try:
+                done = woken.wait(min(timeout_s, threading.TIMEOUT_MAX))
+            except BaseException:  # a signal's exception in the main thread: out of the queue
+                if not self._abandon(waiter):
+                    self._leave()  # granted meanwhile: hand it on
+                raise
+            if not done and self._abandon(waiter):
+                raise self._busy(timeout_s)
         try:
             yield
         finally:

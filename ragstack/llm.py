@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from ragstack import auth
 from ragstack.config import LLMConfig
-from ragstack.fair_gate import FairGate
+from ragstack.fair_gate import FairGate, GateBusy
 
 log = logging.getLogger(__name__)
 PROBE_TTL_S = 30.0
@@ -186,8 +186,13 @@ class LLM:
                     raise GenerationCut(MAX_OUTPUT_TOKENS)
 
     def _wait_s(self) -> float:
-        """How long a call may wait for a slot: `llm.timeout_s`, or less when its caller stops sooner."""
-        return max(0.0, min(self.cfg.timeout_s, GIVE_UP_AT.get() - time.monotonic()))
+        """How long a call may wait for a slot: `llm.timeout_s`, or less when its caller stops sooner.
+        A call started after its caller stopped waiting (a retry in a thread left behind) is refused:
+        it would take a slot for an answer nobody reads."""
+        left = GIVE_UP_AT.get() - time.monotonic()
+        if left <= 0:
+            raise GateBusy("the LLM call's caller stopped waiting before it started")
+        return min(self.cfg.timeout_s, left)
 
     def _limit(self, max_tokens: int) -> int:
         return min(max_tokens, self.cfg.max_output_tokens) if max_tokens > 0 else self.cfg.max_output_tokens
