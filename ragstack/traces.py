@@ -55,9 +55,10 @@ class TraceStore:
     def read(self, trace_id: str, owner: str | None = None) -> dict[str, Any]:
         """The trace `trace_id` of `owner`, or of anyone (None)."""
         name = f"{check_trace_id(trace_id)}.json"
-        places = [self._folder(owner) / name] if owner is not None else [self._dir / name]
-        if owner is None:
-            places += self._dir.glob(f"by/*/{name}")
+        if owner is not None:
+            places = [self._folder(owner) / name]
+        else:
+            places = [self._dir / name, *self._dir.glob(f"by/*/{name}")]
         path = next((p for p in places if p.exists()), None)
         if path is None:
             raise TraceNotFound(trace_id)
