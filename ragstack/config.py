@@ -161,6 +161,13 @@ class IngestConfig(_Strict):
         description="Vacuum (`ragstack store vacuum`, the Vacuum RPC) removes LanceDB versions older than "
         "this many days; the versions snapshots pin are kept.",
     )
+    min_free_mb: int = Field(
+        256,
+        ge=0,
+        description="Megabytes (2**20 bytes) that must stay free on the data dir's disk: an ingest "
+        "batch or a snapshot that would go below is refused (RESOURCE_EXHAUSTED) before it writes. "
+        "0: no check.",
+    )
     max_snapshots: int = Field(
         20,
         ge=1,

@@ -32,6 +32,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ragstack.disk import require_free
 from ragstack.domain import LibraryStats, SnapshotInfo, StoreStats, VacuumReport
 from ragstack.errors import AlreadyExists, InvalidArgument, NotFound, RagstackError, ResourceExhausted
 from ragstack.stores.layout import LAYOUT_VERSION
@@ -53,9 +54,6 @@ MAX_RETENTION_DAYS = 36_500
 
 class SnapshotUnusable(RagstackError):
     code = "FAILED_PRECONDITION"
-
-
-FREE_FLOOR = 256 * 2**20  # bytes a snapshot's copies must leave free on their disk
 
 
 def check_name(name: str) -> str:
@@ -96,11 +94,14 @@ class StoreLifecycle:
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         build: str = "",
         max_snapshots: int = 20,
+        min_free_bytes: int = 256 * 2**20,
     ) -> None:
         """`build`: the index build the ingest service writes (services/ingest/build.py), for stats.
-        `max_snapshots`: how many may exist at once (each pins LanceDB versions Vacuum must keep)."""
+        `max_snapshots`: how many may exist at once (each pins LanceDB versions Vacuum must keep);
+        `min_free_bytes`: what a snapshot's copies must leave free on their disk."""
         self._build = build
         self._max_snapshots = max_snapshots
+        self._min_free = min_free_bytes
         self._data_dir = data_dir
         self._folder = data_dir / "snapshots"
         self._catalog = catalog
@@ -193,7 +194,7 @@ class StoreLifecycle:
 
     def _check_room(self) -> None:
         """Refuses a snapshot past the count limit, or one whose copies would leave the disk under
-        FREE_FLOOR: a full disk fails the next ingest, not just the snapshot."""
+        its floor: a full disk fails the next ingest, not just the snapshot."""
         count = len(self._snapshot_folders())
         if count >= self._max_snapshots:
             raise ResourceExhausted(
@@ -201,13 +202,7 @@ class StoreLifecycle:
                 " delete one first"
             )
         copied = folder_bytes(self._data_dir / "tantivy") + self._catalog_bytes()
-        self._folder.mkdir(parents=True, exist_ok=True)
-        free = shutil.disk_usage(self._folder).free
-        if free - copied < FREE_FLOOR:
-            raise ResourceExhausted(
-                f"the snapshot copies {copied / 2**20:.0f} MiB and {free / 2**20:.0f} MiB are free on the"
-                f" disk of {self._folder}: at least {FREE_FLOOR // 2**20} MiB must stay free"
-            )
+        require_free(self._folder, self._min_free, "the snapshot", copied)
 
     def _catalog_bytes(self) -> int:
         catalog = self._data_dir / "catalog.sqlite"

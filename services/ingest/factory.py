@@ -7,6 +7,7 @@ import contextlib
 from collections.abc import Mapping
 
 from ragstack.cli.models import check_embedder
+from ragstack.disk import require_free
 from ragstack.guard.paths import PathGuard, default_roots
 from ragstack.resources import Resources
 from ragstack.service import ServiceSpec
@@ -87,6 +88,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
     budgets = Budgets.from_config(cfg.ingest)
     parser = ParsePool(budgets, cfg.ingest.parse_workers)
     converter = DoclingServe.from_config(cfg.ingest)  # None: Docling converts here
+    min_free = cfg.ingest.min_free_mb * 2**20
     pipeline = IngestPipeline(
         catalog=catalog,
         vectors=vectors,
@@ -108,6 +110,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         tuned=res.tuned_embedders.get,
         window_tokens=cfg.models.window_tokens,
         rebuild=cfg.ingest.rebuild,
+        room=lambda: require_free(cfg.data_dir, min_free, "the ingest"),
     )
     tuner = Tuner(
         vectors,
@@ -127,6 +130,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         graph_store,
         build=pipeline.build,
         max_snapshots=cfg.ingest.max_snapshots,
+        min_free_bytes=min_free,
     )
     lifecycle.resume()  # a restore a crash interrupted is finished before anything else runs
     databases = DatabaseRegistry(

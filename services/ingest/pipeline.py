@@ -117,6 +117,7 @@ class IngestPipeline:
         tuned: Callable[[str], EmbedderPort] | None = None,
         window_tokens: int = WINDOW_TOKENS,
         rebuild: bool = True,
+        room: Callable[[], None] = lambda: None,
     ) -> None:
         """`budgets`: of one document (services/ingest/budgets.py); `parser`: the worker process
         pool that parses the formats whose parsers can run away (in this process when None);
@@ -127,7 +128,8 @@ class IngestPipeline:
         `tuned`: a tuned embedder by name, for a library whose vectors one made (ragstack/tuning);
         `window_tokens`: a longer chunk is embedded in windows (services/ingest/dense_windows.py);
         `rebuild`: a document of another build (services/ingest/build.py) is indexed again, else it
-        counts as unchanged until its bytes or groups change (`ingest.rebuild`)."""
+        counts as unchanged until its bytes or groups change (`ingest.rebuild`); `room`: raises
+        ResourceExhausted when the stores' disk is too full to write (before a run and each batch)."""
         self._catalog = catalog
         self._vectors = vectors
         self._lexical = lexical
@@ -138,6 +140,7 @@ class IngestPipeline:
         self._overlap = overlap_sentences
         self._build = index_build(chunk_tokens, overlap_sentences)
         self._rebuild = rebuild
+        self._room = room
         self._max_bytes = max_file_bytes
         self._batch_chunks = batch_chunks
         self._ann_min_rows = ann_min_rows
@@ -188,6 +191,7 @@ class IngestPipeline:
         if not items and not prune_roots and not removals:
             raise InvalidArgument("nothing to ingest: give paths or files")
         acl = acl_groups(groups)
+        self._room()
         checkpoint = _checkpoint(cancelled)
         start = self._clock()
         docs = expand(items, library)
@@ -433,6 +437,7 @@ class IngestPipeline:
         cancelled: the batch is dropped."""
         if not batch:
             return in_flight
+        self._room()  # the batches before are written (or in flight); this one is not started
         chunks = [c for p in batch for c in p.chunks]
         if enriching and self._enricher is not None:
             with stoppable_span(tracer, "ingest.enrich", {"chunks": len(chunks)}):

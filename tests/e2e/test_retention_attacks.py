@@ -51,6 +51,8 @@ from services.ingest.sources import collect_paths
 from tests.conftest import SAMPLES, make_config, start_with
 from tests.tools import state as state_tools
 
+FLOOR = 256 * 2**20  # the default of ingest.min_free_mb, in bytes
+
 # =====================================================================================================
 # 1. Feedback: each principal's newest `kept` verdicts
 # =====================================================================================================
@@ -543,7 +545,7 @@ def test_the_disk_floor_is_exact_leaves_nothing_and_keeps_snapshots_restorable(
 
     def fake(path: Any) -> Any:
         asked.append(Path(path))
-        return real._replace(free=s.copied() + snapshots.FREE_FLOOR + spare["bytes"])
+        return real._replace(free=s.copied() + FLOOR + spare["bytes"])
 
     monkeypatch.setattr(snapshots.shutil, "disk_usage", fake)
     spare["bytes"] = -1  # one byte short of the floor after the copies
@@ -557,7 +559,7 @@ def test_the_disk_floor_is_exact_leaves_nothing_and_keeps_snapshots_restorable(
     before = s.documents()
     s.ingest("chunking.md", "reranking.md")
     assert s.documents() > before
-    spare["bytes"] = -(s.copied() + snapshots.FREE_FLOOR)  # a full disk
+    spare["bytes"] = -(s.copied() + FLOOR)  # a full disk
     with pytest.raises(ResourceExhausted, match=r"MiB are free on the disk of"):
         bounded.create("second")
     _assert_no_trace_of(s, "second")
@@ -905,7 +907,7 @@ async def test_grpc_refuses_a_snapshot_past_the_limit_or_the_disk_with_resource_
     assert [x.name for x in await ingest.list_snapshots()] == ["one"]
     await ingest.delete_snapshot("one")
     real = shutil.disk_usage("/")
-    monkeypatch.setattr(snapshots.shutil, "disk_usage", lambda _p: real._replace(free=snapshots.FREE_FLOOR))
+    monkeypatch.setattr(snapshots.shutil, "disk_usage", lambda _p: real._replace(free=FLOOR))
     message = await _rpc_fails("RESOURCE_EXHAUSTED", ingest.create_snapshot("two"))
     assert "256 MiB must stay free" in message
     monkeypatch.undo()

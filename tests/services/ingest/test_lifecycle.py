@@ -34,6 +34,8 @@ from services.retrieve.searcher import Query, Searcher
 from tests.conftest import SAMPLES
 from tests.tools import state as state_tools
 
+FLOOR = 256 * 2**20  # the default of ingest.min_free_mb, in bytes
+
 FILES = ["bm25.md", "chunking.md", "dense-retrieval.md", "hybrid-search.md", "reranking.md"]
 ONLY_BM25 = "Okapi"  # of these files, only bm25.md names it
 ABOUT_BM25 = "the Okapi information retrieval system at City University London"
@@ -177,7 +179,7 @@ def test_a_snapshot_past_the_limit_or_the_free_disk_is_refused_and_leaves_nothin
     bounded.delete("two")
     real = shutil.disk_usage(s.data)
     copied = sum(f.stat().st_size for f in (s.data / "tantivy").rglob("*") if f.is_file())
-    tight = real._replace(free=copied + snapshots.FREE_FLOOR - 1)
+    tight = real._replace(free=copied + FLOOR - 1)
     monkeypatch.setattr(snapshots.shutil, "disk_usage", lambda _path: tight)
     with pytest.raises(
         ResourceExhausted, match=r"MiB are free on the disk of .* at least 256 MiB must stay free"

@@ -193,3 +193,48 @@ def test_prune_removes_what_disappeared(setup, tmp_path: Path) -> None:  # type:
     list(pipeline.run(collect_paths([str(corpus)], EVERYWHERE), "c", [str(corpus)]))
     assert {d.document_id for d in pipeline.list_documents("c")} == {"1"}
     assert dense.count("c") == 1
+
+
+def test_a_disk_too_full_stops_the_run_before_a_batch_and_loses_nothing(
+    tmp_path: Path, embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """The room check (`ingest.min_free_mb`) runs before a run and before each batch: a disk that
+    fills up mid-run stops it with the limit named, the batches before stay written, and a run once
+    there is room again indexes only the rest."""
+    from ragstack import disk
+    from ragstack.errors import ResourceExhausted
+
+    docs = tmp_path / "docs"
+    shutil.copytree(SAMPLES, docs)
+    real = shutil.disk_usage(tmp_path)
+    checks = {"n": 0, "room_for": 3}  # the run's own check and two batches, then full
+
+    def usage(path: object) -> object:
+        checks["n"] += 1
+        return real._replace(free=2**40 if checks["n"] <= checks["room_for"] else 2**20)
+
+    monkeypatch.setattr(disk.shutil, "disk_usage", usage)
+    catalog = Catalog(state_tools.store(StateConfig(), tmp_path, catalog_store))
+    pipeline = IngestPipeline(
+        catalog,
+        VectorStore(tmp_path / "lance", embedder.dimension, writer=True),
+        LexicalStore(tmp_path / "tantivy", writer=True),
+        embedder,
+        chunk_tokens=256,
+        overlap_sentences=1,
+        max_file_bytes=200_000,
+        batch_chunks=4,  # several batches
+        room=lambda: disk.require_free(tmp_path, 256 * 2**20, "the ingest"),
+    )
+    with pytest.raises(ResourceExhausted, match=r"the ingest refused: 1 MiB are free .*ingest.min_free_mb"):
+        run(pipeline, [docs])
+    written = len(catalog.list("default"))
+    assert 0 < written < 12  # the batches before the full disk are indexed whole
+
+    checks["room_for"] = 10**9  # room again
+    _, summary = run(pipeline, [docs])
+    assert summary.unchanged == written and summary.indexed == 12 - written and summary.failed == 0
+
+    checks["room_for"] = 0  # a full disk refuses a run before it parses anything
+    with pytest.raises(ResourceExhausted, match=r"ingest\.min_free_mb"):
+        run(pipeline, [docs])
