@@ -79,6 +79,11 @@ class StateDB:
             self._in_transaction = False
             self._conn.execute("COMMIT")
 
+    @property
+    def offset_only(self) -> str:
+        """The clause that skips `?` rows with no limit after (SQLite needs a LIMIT before OFFSET)."""
+        return "LIMIT -1 OFFSET ?" if self.dialect == "sqlite" else "OFFSET ?"
+
     def one_at_a_time(self, key: str) -> None:
         """In a transaction: waits until no other transaction holds `key`, then holds it to the end
         (a PostgreSQL advisory lock, per schema). Under READ COMMITTED, two writers that count or

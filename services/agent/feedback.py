@@ -46,32 +46,27 @@ class FeedbackStore:
         _check(feedback.rating, feedback.comment)
         with self._db.transaction() as db:
             db.one_at_a_time(f"feedback.{feedback.principal}")  # its trim sees the person's other puts
-            self._insert(db, feedback)
-            past = "LIMIT -1 OFFSET ?" if db.dialect == "sqlite" else "OFFSET ?"
+            db.execute(
+                f"INSERT INTO feedback ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (trace_id, principal) DO UPDATE SET rating = excluded.rating,"
+                " comment = excluded.comment, question = excluded.question, library = excluded.library,"
+                " created_at = excluded.created_at",
+                (
+                    feedback.trace_id,
+                    feedback.rating,
+                    feedback.comment,
+                    feedback.principal,
+                    feedback.question,
+                    feedback.library,
+                    feedback.created_at,
+                ),
+            )
             db.execute(
                 "DELETE FROM feedback WHERE principal = ? AND trace_id IN (SELECT trace_id FROM feedback"
-                f" WHERE principal = ? ORDER BY created_at DESC, trace_id {past})",
+                f" WHERE principal = ? ORDER BY created_at DESC, trace_id {db.offset_only})",
                 (feedback.principal, feedback.principal, self._kept),
             )
         return feedback
-
-    @staticmethod
-    def _insert(db: StateDB, feedback: Feedback) -> None:
-        db.execute(
-            f"INSERT INTO feedback ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
-            " ON CONFLICT (trace_id, principal) DO UPDATE SET rating = excluded.rating,"
-            " comment = excluded.comment, question = excluded.question, library = excluded.library,"
-            " created_at = excluded.created_at",
-            (
-                feedback.trace_id,
-                feedback.rating,
-                feedback.comment,
-                feedback.principal,
-                feedback.question,
-                feedback.library,
-                feedback.created_at,
-            ),
-        )
 
     def list(self, limit: int, library: str = "") -> list[Feedback]:
         """The newest `limit` (the service bounds it); only `library`'s when one is named."""

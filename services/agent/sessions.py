@@ -169,10 +169,9 @@ class SessionStore:
                 "DELETE FROM turns WHERE session_id = ? AND n <= ?", (session_id, n - self._turns_kept)
             )
             where, args = _owned_by(session_id)  # and the owner's sessions past the newest kept
-            past = "LIMIT -1 OFFSET ?" if db.dialect == "sqlite" else "OFFSET ?"
             db.execute(
                 f"DELETE FROM turns WHERE {where} AND session_id IN (SELECT session_id FROM turns WHERE "
-                f"{where} GROUP BY session_id ORDER BY MAX(at) DESC, session_id {past})",
+                f"{where} GROUP BY session_id ORDER BY MAX(at) DESC, session_id {db.offset_only})",
                 (*args, *args, self._sessions_kept),
             )
 

@@ -304,6 +304,10 @@ class _PausedDB:
     def one_at_a_time(self, key: str) -> None:
         self._db.one_at_a_time(key)
 
+    @property
+    def offset_only(self) -> str:
+        return self._db.offset_only
+
     def close(self) -> None:
         self._db.close()
 

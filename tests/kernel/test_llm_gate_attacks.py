@@ -23,7 +23,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -35,6 +35,7 @@ from ragstack.config import LLMConfig
 from ragstack.errors import ResourceExhausted
 from ragstack.fair_gate import FairGate, GateBusy
 from ragstack.llm import LLM, TIMEOUT, GenerationCut, ask_validated, waited_for_at_most
+from tests.tools.http_serve import serving, write_chunk
 
 BUSY = "the LLM is busy (llm.max_concurrent)"
 
@@ -244,22 +245,11 @@ class FakeOllama:
                 self.wfile.write(data)
 
             def _chunk(self, body: dict[str, Any]) -> None:
-                data = (json.dumps(body) + "\n").encode()
-                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-                self.wfile.flush()
+                write_chunk(self, (json.dumps(body) + "\n").encode())
 
-        class Server(ThreadingHTTPServer):
-            daemon_threads = True
-
-        server = Server(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{server.server_address[1]}"
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        try:
+        with serving(Handler) as server:
+            self.url = f"http://127.0.0.1:{server.server_port}"
             yield self
-        finally:
-            server.shutdown()
-            server.server_close()
 
 
 def _script(messages: list[dict[str, str]]) -> dict[str, Any]:

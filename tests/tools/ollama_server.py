@@ -10,9 +10,11 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
+
+from tests.tools.http_serve import serving, write_chunk
 
 Reply = Callable[[dict[str, Any]], "str | Iterator[str]"]  # chat request -> the content, or its pieces
 TEST_MODEL = Path(__file__).resolve().parents[2] / "models" / "smollm2-135m" / "model.gguf"
@@ -83,19 +85,11 @@ class OllamaServer:
 
             def _chunk(self, body: dict[str, Any]) -> None:
                 line = json.dumps({"model": server_self.model, "created_at": "2026-11-30T00:00:00Z", **body})
-                data = (line + "\n").encode()
-                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-                self.wfile.flush()
+                write_chunk(self, (line + "\n").encode())
 
-        server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.url = f"http://127.0.0.1:{server.server_address[1]}"
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        try:
+        with serving(Handler, port) as server:
+            self.url = f"http://127.0.0.1:{server.server_port}"
             yield self
-        finally:
-            server.shutdown()
-            server.server_close()
 
 
 def llama_reply(model_path: Path = TEST_MODEL, max_tokens: int = 256) -> Reply:

@@ -3,12 +3,13 @@ real server does, every request recorded."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.tools.http_serve import serving
 
 
 @dataclass
@@ -59,12 +60,6 @@ def serve_web() -> Iterator[Web]:
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    site = Web(server.server_port)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(Handler) as server:
+        site = Web(server.server_port)
         yield site
-    finally:
-        server.shutdown()
-        server.server_close()
