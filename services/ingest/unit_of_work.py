@@ -136,6 +136,9 @@ class UnitOfWork:
                 and (current := self._vectors.library_embedder(change.library)) != change.embedder
             ):
                 raise EmbedderChanged(current)  # a tuning swapped the library's vectors: embed again
+            # A unit whose rollback failed (a full disk) is undone before another begins: the new
+            # journal entry would replace its entry, and leave its rows in LanceDB for good.
+            self._recover()
             # LanceDB tables first, tantivy last: a failure before tantivy's commit rolls LanceDB
             # back to where it was.
             self._catalog.begin_batch(self._journal_entry(change))

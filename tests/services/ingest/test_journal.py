@@ -191,6 +191,35 @@ def test_kill_9_during_a_delete_or_prune_is_finished_or_undone_at_the_next_start
         assert okapi_state(tmp_path, embedder) == (False, False, False)
 
 
+def test_a_unit_whose_rollback_failed_is_undone_before_the_next_begins(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+    """A rollback can fail too (the disk that failed the write is still full): the journal stays,
+    and the next unit, in the same process, undoes it before writing its own entry over it."""
+    p = pipeline(tmp_path, embedder)
+    ingest(p, OLD)
+    before = state(tmp_path, embedder)
+    lexical = p._lexical
+    write, rollback = lexical.replace_documents, lexical.rollback
+
+    def broken(*args: Any, **kw: Any) -> None:
+        raise OSError("the write failed")
+
+    def rollback_broken() -> None:
+        raise OSError("the rollback failed")
+
+    lexical.replace_documents = broken  # type: ignore[method-assign]
+    lexical.rollback = rollback_broken  # type: ignore[method-assign]
+    assert ingest(p, NEW).failed == 1
+    assert state(tmp_path, embedder)[0] != before[0]  # LanceDB still holds the failed unit's rows
+
+    lexical.replace_documents, lexical.rollback = write, rollback  # type: ignore[method-assign]
+    assert ingest(p, TAPIR, "tapir.md").indexed == 1  # another document: nothing rewrites okapi.md
+    tapir = TAPIR.split("\n\n")[1].strip()
+    lance, in_tantivy, catalog = state(tmp_path, embedder)
+    for store, had in ((lance, before[0]), (in_tantivy, before[1])):  # the okapi's old chunks, and the tapir
+        assert store == sorted([*had, tapir])
+    assert len(catalog) == 2
+
+
 def test_a_failed_delete_changes_no_store(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
     p = pipeline(tmp_path, embedder)
     ingest(p, OLD)
