@@ -44,9 +44,13 @@ class TraceStore:
         target = folder / f"{trace_id}.json"
         # Not named *.json while written: another write's pruning must not take it for a trace.
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".part")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(trace, fh, indent=2, ensure_ascii=False, default=str)
-        os.replace(tmp, target)  # readers never see a half-written trace
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(trace, fh, indent=2, ensure_ascii=False, default=str)
+            os.replace(tmp, target)  # readers never see a half-written trace
+        except BaseException:  # a full disk: the part it holds is given back at once
+            Path(tmp).unlink(missing_ok=True)
+            raise
         for old in _newest_first(_traces_in(folder))[self._retention :]:
             old.unlink(missing_ok=True)
         _drop_stale_parts(folder)

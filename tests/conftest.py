@@ -6,8 +6,9 @@ import atexit
 import functools
 import os
 import shutil
+import subprocess
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -143,3 +144,26 @@ def _state_server() -> Any:
 
     yield
     state.stop_server()
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Any]:
+    """`mount(folder, size)` mounts a tmpfs of `size` there (again: resizes it), for writes that
+    meet a real full disk; all are unmounted at the end. Skips where this machine may not mount."""
+    mounted: list[Path] = []
+
+    def mount(folder: Path, size: str) -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        options = f"remount,size={size}" if folder in mounted else f"size={size}"
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)], capture_output=True, text=True
+        )
+        if done.returncode:
+            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+        if folder not in mounted:
+            mounted.append(folder)
+        return folder
+
+    yield mount
+    for folder in reversed(mounted):
+        subprocess.run(["umount", "-l", str(folder)], capture_output=True)

@@ -3,6 +3,7 @@ stream of events, with one JSON trace per query. Peers are reached through ports
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -35,6 +36,7 @@ from services.agent.stages.route import Route
 from services.agent.stages.verify import Verify
 
 tracer = get_tracer("ragstack.agent")
+log = logging.getLogger(__name__)
 
 
 class Agent:
@@ -131,7 +133,10 @@ class Agent:
                     yield event
             finally:
                 trace.took_ms = round((self._clock() - start) * 1000, 1)
-                self._traces.write(trace.trace_id, trace.to_json(), trace.principal)
+                try:
+                    self._traces.write(trace.trace_id, trace.to_json(), trace.principal)
+                except OSError as err:  # a full disk: the answer, streamed already, stands
+                    log.error("the trace %s was not kept: %s", trace.trace_id, err)
 
     async def _answer(self, query: Query, trace: QueryTrace) -> AsyncIterator[d.AskEvent]:
         yield d.StartEvent(trace.trace_id)

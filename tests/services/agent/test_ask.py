@@ -3,6 +3,7 @@ offline verifier, and a scripted LLM (the real Ollama path is covered where a se
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
@@ -216,3 +217,27 @@ async def test_one_callers_questions_never_push_out_anothers_traces(tmp_path: Pa
     assert agent.trace(bens[-1])["principal"] == "ben"  # the local admin reads any
     with pytest.raises(TraceNotFound):
         agent.trace(bens[0])  # ben's oldest, past his two
+
+
+async def test_a_full_disk_loses_the_trace_not_the_answer(
+    tmp_path: Path, embedder, small_disk, caplog
+) -> None:  # type: ignore[no-untyped-def]
+    folder = small_disk(tmp_path / "traces", "64k")
+    with contextlib.suppress(OSError), (folder / "filler").open("wb") as filler:
+        filler.write(b"\0" * 2**20)  # the disk is full
+    traces = TraceStore(folder, 10)
+    agent = Agent(
+        FixedRetriever(embedder),
+        LocalVerifier(Verifier(OfflineChecker(embedder, 0.55, 0.4), 0.5)),
+        ScriptedLLM([], reachable=False),
+        traces,
+        GenerationConfig(),
+        default_top_k=2,
+        directed=instruction_detector().directed,
+    )
+    done = (await collect(agent, "What is the default k1 in tantivy BM25?"))[-1]
+    assert isinstance(done, d.DoneEvent) and "k1 = 1.2" in done.answer
+    assert f"the trace {done.trace_id} was not kept: [Errno 28] No space left on device" in caplog.text
+    assert [p.name for p in folder.iterdir()] == ["filler"]  # no part of it left behind
+    with pytest.raises(TraceNotFound):
+        traces.read(done.trace_id)

@@ -9,8 +9,6 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,29 +57,6 @@ def test_what_says_a_disk_is_full() -> None:
 
     assert full_disk(ValueError("not a valid PDF")) is None
     assert full_disk(OSError(13, "Permission denied")) is None
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Any]:
-    """`mount(folder, size)` mounts a tmpfs of `size` there (again: resizes it); all are unmounted
-    at the end. Skips where this machine may not mount (not root)."""
-    mounted: list[Path] = []
-
-    def mount(folder: Path, size: str) -> Path:
-        folder.mkdir(parents=True, exist_ok=True)
-        options = f"remount,size={size}" if folder in mounted else f"size={size}"
-        done = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)], capture_output=True, text=True
-        )
-        if done.returncode:
-            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-        if folder not in mounted:
-            mounted.append(folder)
-        return folder
-
-    yield mount
-    for folder in reversed(mounted):
-        subprocess.run(["umount", "-l", str(folder)], capture_output=True)
 
 
 def _pipeline(data: Path, embedder: Any) -> IngestPipeline:
