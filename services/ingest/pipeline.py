@@ -543,16 +543,18 @@ class IngestPipeline:
             else:
                 raise Unavailable(f"library {library!r}'s embedder kept changing while a batch was written")
         except Exception as err:
-            log.exception("writing a batch of %d documents failed; it was rolled back", len(batch))
             # A full disk fails every batch after this one too: the run stops, as the room check
             # stops it before a batch (a failure that left the disk under its floor says so too).
             if (full := full_disk(err)) is not None:
+                log.error("writing a batch of %d documents failed (%s); it was rolled back", len(batch), full)
                 raise ResourceExhausted(
                     f"writing a batch of {len(batch)} documents failed: a disk the stores write to is "
-                    f"full ({full}). The batch was rolled back, the documents before it stay indexed, "
-                    "and the run stopped: free space, then ingest again (ingest.min_free_mb keeps room "
+                    f"full ({full}). The batch's writes are undone (at once, or before the next write "
+                    "where the full disk stopped that too), the documents before it stay indexed, and "
+                    "the run stopped: free space, then ingest again (ingest.min_free_mb keeps room "
                     "on the data directory's disk, so that a run stops before a store's write fails)"
                 ) from None
+            log.exception("writing a batch of %d documents failed; it was rolled back", len(batch))
             self._room()
             return [_failed(p.item.source, p.item.document_id, p.index, total, _reason(err)) for p in batch]
         return [

@@ -28,7 +28,7 @@ from services.ingest.sources import collect_paths
 from tests.conftest import SAMPLES
 from tests.tools import state as state_tools
 
-FULL = r"a disk the stores write to is full \(no space left on device\).*rolled back.*ingest\.min_free_mb"
+FULL = r"a disk the stores write to is full \(no space left on device\).*undone.*ingest\.min_free_mb"
 
 
 def test_what_says_a_disk_is_full() -> None:
