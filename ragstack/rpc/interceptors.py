@@ -23,6 +23,7 @@ from prometheus_client import Counter, Histogram
 
 from ragstack import auth
 from ragstack.batching import DEADLINE
+from ragstack.disk import full_disk
 from ragstack.errors import RagstackError
 from ragstack.redact import redact_message
 from ragstack.rpc.access import OPEN_PREFIXES, authorize
@@ -174,6 +175,14 @@ class _Call:
         if isinstance(exc, RagstackError):
             self.code = status_for(exc).name
             await context.abort(status_for(exc), redact_message(str(exc)))
+        if (full := full_disk(exc)) is not None:  # not a bug: the operator frees space
+            self.code = "RESOURCE_EXHAUSTED"
+            log.error("%s failed: a disk is full (%s)", self.method, full)
+            await context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"{self.method} failed: a disk this service writes to is full ({full}); "
+                "free space, then try again",
+            )
         self.code = "INTERNAL"
         log.exception("unhandled error in %s", self.method)
         await context.abort(grpc.StatusCode.INTERNAL, f"internal error in {self.method}; see the service log")

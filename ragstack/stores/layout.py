@@ -24,7 +24,7 @@ def check_layout(data_dir: Path) -> None:
         found = json.loads(marker.read_text()).get("version")
         if found == LAYOUT_VERSION:
             return
-    elif not any(p.name in {"lancedb", "tantivy", "catalog.sqlite"} for p in data_dir.iterdir()):
+    elif not any(_holds_a_store(p) for p in data_dir.iterdir()):
         marker.write_text(json.dumps({"version": LAYOUT_VERSION}))
         return
     else:
@@ -33,3 +33,11 @@ def check_layout(data_dir: Path) -> None:
         f"the stores in {data_dir} use layout {found}, this RAGStack uses {LAYOUT_VERSION}: "
         "move that folder away (or set data_dir to a new folder) and ingest again"
     )
+
+
+def _holds_a_store(path: Path) -> bool:
+    """Whether `path` is a store an older layout wrote; an empty store folder (a mount point made
+    for a store's own disk) is not."""
+    if path.name == "catalog.sqlite":
+        return True
+    return path.name in {"lancedb", "tantivy"} and path.is_dir() and any(path.iterdir())

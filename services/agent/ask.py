@@ -16,6 +16,7 @@ from opentelemetry.trace import get_tracer
 from ragstack import auth
 from ragstack import domain as d
 from ragstack.config import GenerationConfig
+from ragstack.disk import full_disk
 from ragstack.errors import InvalidArgument, TraceNotFound
 from ragstack.query_trace import QueryTrace
 from ragstack.telemetry import REQUEST_ID, current_trace_id
@@ -195,12 +196,22 @@ class Agent:
         if self._gen.active_retrieval_rounds:
             done = replace(done, active_retrieval=answered.record)
         yield done
-        # Remembered once the caller has taken the answer.
-        if self._sessions is not None:
-            self._remember(query, routed.question, done)
+        self._remember(query, routed.question, done, trace.trace_id)  # once the caller has the answer
 
-    def _remember(self, query: Query, standalone: str, done: d.DoneEvent) -> None:
-        """The turn goes to its session; an answered question to the library's memory."""
+    def _remember(self, query: Query, standalone: str, done: d.DoneEvent, trace_id: str) -> None:
+        """The turn goes to its session; an answered question to the library's memory. The answer,
+        which the caller has, stands when that fails (a full disk: logged)."""
+        if self._sessions is None:
+            return
+        try:
+            self._keep(query, standalone, done)
+        except Exception as err:
+            if (full := full_disk(err)) is None:
+                log.exception("the turn of trace %s was not remembered", trace_id)
+            else:
+                log.error("the turn of trace %s was not remembered: a disk is full (%s)", trace_id, full)
+
+    def _keep(self, query: Query, standalone: str, done: d.DoneEvent) -> None:
         assert self._sessions is not None
         at = self._now().isoformat()
         if query.session_key:

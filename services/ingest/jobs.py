@@ -373,11 +373,13 @@ class JobStore:
         """This worker is done with the job, however it ended: its library is free again. One
         still running here (the service is stopping) goes back to the queue at once, this start
         uncounted."""
-        self._end(job_id, "state = ?, attempts = attempts - 1", (QUEUED,))
-        with self._lock:
-            library = self._held.pop(job_id, None)
-        if library is not None:
-            self._unlock_library(library)
+        try:
+            self._end(job_id, "state = ?, attempts = attempts - 1", (QUEUED,))
+        finally:  # also when that cannot be written (a full disk): the job's lease runs out instead
+            with self._lock:
+                library = self._held.pop(job_id, None)
+            if library is not None:
+                self._unlock_library(library)
 
     def _end(self, job_id: str, assignment: str, values: tuple[Any, ...]) -> None:
         """Changes a job that runs here (one cancelled, or taken by another worker, stays so)."""

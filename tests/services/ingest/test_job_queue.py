@@ -417,6 +417,30 @@ def test_a_stopping_worker_hands_its_job_back_at_once(state_config: StateConfig,
     other.close()
 
 
+def test_a_job_whose_end_cannot_be_written_does_not_hold_its_library_for_good(
+    tmp_path: Path, small_disk
+) -> None:  # type: ignore[no-untyped-def]
+    """The queue on a disk that fills while a job runs: its release fails, and the job is taken
+    again once its lease runs out, here too (the worker had kept its library held until a restart)."""
+    import contextlib
+
+    disk = small_disk(tmp_path / "disk", "1m")
+    clock = Clock()
+    queue = worker(StateConfig(), disk, clock, lease_s=30)
+    job = queue.submit("x", b"request")
+    assert queue.claim() is not None
+    with contextlib.suppress(OSError), (disk / "filler").open("wb") as filler:
+        filler.write(b"\0" * 2**21)
+    with pytest.raises(sqlite3.OperationalError, match="database or disk is full"):
+        queue.release(job.job_id)
+    (disk / "filler").unlink()
+    assert queue.claim() is None  # its lease still runs: x may still be being written
+    clock.advance(31)
+    again = queue.claim()
+    assert again is not None and (again[0].job_id, again[0].attempts) == (job.job_id, 2)
+    queue.close()
+
+
 def test_a_jobs_file_from_before_versions_is_adopted(tmp_path: Path) -> None:
     old = sqlite3.connect(tmp_path / "jobs.sqlite")
     old.execute(
