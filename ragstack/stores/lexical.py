@@ -42,6 +42,8 @@ from ragstack.text import STOPWORDS
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _WRITER_HEAP = 64_000_000
+# Less free than this on the index's disk after a writer thread died: that disk is what stopped it.
+_ROOM_FOR_A_SEGMENT = 1 << 20
 # In the index folder: a new token each time a restore replaces the folder, so readers reopen.
 REPLACED = "ragstack.replaced"
 # The `group` term of a public document (no ACL groups): `~` is never in a group's name, so the ACL
@@ -215,9 +217,38 @@ class LexicalStore:
         pages: Sequence[PageText] = (),
     ) -> None:
         """Replaces every chunk and page of `document_ids` in `library`, in one commit."""
+        assert self._writer is not None, "read-only LexicalStore"
+        with self._disk_named():
+            self._replace(library, document_ids, chunks, pages)
+
+    @contextlib.contextmanager
+    def _disk_named(self) -> Iterator[None]:
+        """tantivy's writer threads stop on an I/O error, and what reaches us then is only "an index
+        writer was killed": when the index's disk has no room left, that is said as ENOSPC."""
+        try:
+            yield
+        except ValueError as err:
+            if "writer was killed" not in str(err):
+                raise
+            free = shutil.disk_usage(self._path).free
+            if free >= _ROOM_FOR_A_SEGMENT:
+                raise
+            raise OSError(
+                errno.ENOSPC,
+                f"No space left on device: the lexical index's writer stopped on an I/O error, and its "
+                f"disk ({self._path}) has {free / 2**20:.1f} MiB free",
+            ) from err
+
+    def _replace(
+        self,
+        library: str,
+        document_ids: Sequence[str],
+        chunks: Sequence[Chunk],
+        pages: Sequence[PageText],
+    ) -> None:
         import tantivy
 
-        assert self._writer is not None, "read-only LexicalStore"
+        assert self._writer is not None
         for document_id in document_ids:
             self._writer.delete_documents_by_term("doc_key", doc_key(library, document_id))
         for c in chunks:
