@@ -107,8 +107,10 @@ class ScriptedLLM:
 
 @pytest.fixture
 def make_agent(tmp_path: Path, embedder):  # type: ignore[no-untyped-def]
-    def build(llm: ScriptedLLM, verify: bool = True) -> tuple[Agent, TraceStore]:
-        traces = TraceStore(tmp_path / "traces", 10)
+    def build(
+        llm: ScriptedLLM, verify: bool = True, traces: TraceStore | None = None
+    ) -> tuple[Agent, TraceStore]:
+        traces = traces or TraceStore(tmp_path / "traces", 10)
         agent = Agent(
             FixedRetriever(embedder),
             LocalVerifier(Verifier(OfflineChecker(embedder, 0.55, 0.4), 0.5)),
@@ -220,21 +222,12 @@ async def test_one_callers_questions_never_push_out_anothers_traces(tmp_path: Pa
 
 
 async def test_a_full_disk_loses_the_trace_not_the_answer(
-    tmp_path: Path, embedder, small_disk, caplog
+    tmp_path: Path, make_agent, small_disk, caplog
 ) -> None:  # type: ignore[no-untyped-def]
     folder = small_disk(tmp_path / "traces", "64k")
     with contextlib.suppress(OSError), (folder / "filler").open("wb") as filler:
         filler.write(b"\0" * 2**20)  # the disk is full
-    traces = TraceStore(folder, 10)
-    agent = Agent(
-        FixedRetriever(embedder),
-        LocalVerifier(Verifier(OfflineChecker(embedder, 0.55, 0.4), 0.5)),
-        ScriptedLLM([], reachable=False),
-        traces,
-        GenerationConfig(),
-        default_top_k=2,
-        directed=instruction_detector().directed,
-    )
+    agent, traces = make_agent(ScriptedLLM([], reachable=False), traces=TraceStore(folder, 10))
     done = (await collect(agent, "What is the default k1 in tantivy BM25?"))[-1]
     assert isinstance(done, d.DoneEvent) and "k1 = 1.2" in done.answer
     assert f"the trace {done.trace_id} was not kept: [Errno 28] No space left on device" in caplog.text
