@@ -1,7 +1,8 @@
-"""A disk that fills while a run writes: the stores on a real small tmpfs, so LanceDB, tantivy and
-SQLite each meet ENOSPC in the middle of their own writes. The run stops with the cause named, the
-batch it was writing is rolled back, the stores agree with the catalog, and once there is room a run
-indexes only the rest. (The room check, `ingest.min_free_mb`, is off here: these are the writes it
+"""A disk that fills while a run writes. The room check (`ingest.min_free_mb`) stops a run before a
+batch that would go below its floor (the last test). Past it, the stores on a real small tmpfs, so
+LanceDB, tantivy and SQLite each meet ENOSPC in the middle of their own writes: the run stops with the
+cause named, the batch it was writing is rolled back, the stores agree with the catalog, and once
+there is room a run indexes only the rest. (The room check is off there: these are the writes it
 could not foresee, another process filling the disk during a batch.)"""
 
 from __future__ import annotations
@@ -9,23 +10,24 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ragstack import disk
 from ragstack.config import StateConfig
 from ragstack.disk import full_disk
 from ragstack.domain import IngestSummary
 from ragstack.errors import ResourceExhausted
-from ragstack.guard.paths import PathGuard
 from ragstack.stores import catalog as catalog_store
 from ragstack.stores.catalog import Catalog
 from ragstack.stores.lexical import LexicalStore
 from ragstack.stores.vectors import VectorStore
 from services.ingest.pipeline import IngestPipeline
-from services.ingest.sources import collect_paths
 from tests.conftest import SAMPLES
+from tests.services.ingest.test_pipeline import run
 from tests.tools import state as state_tools
 
 FULL = r"a disk the stores write to is full \(no space left on device\).*undone.*ingest\.min_free_mb"
@@ -59,7 +61,7 @@ def test_what_says_a_disk_is_full() -> None:
     assert full_disk(OSError(13, "Permission denied")) is None
 
 
-def _pipeline(data: Path, embedder: Any) -> IngestPipeline:
+def _pipeline(data: Path, embedder: Any, room: Callable[[], None] = lambda: None) -> IngestPipeline:
     return IngestPipeline(
         Catalog(state_tools.store(StateConfig(), data, catalog_store)),
         VectorStore(data / "lance", embedder.dimension, writer=True),
@@ -69,14 +71,12 @@ def _pipeline(data: Path, embedder: Any) -> IngestPipeline:
         overlap_sentences=1,
         max_file_bytes=200_000,
         batch_chunks=4,  # many batches: the disk fills in the middle of the run
+        room=room,
     )
 
 
 def _run(pipeline: IngestPipeline, docs: Path) -> IngestSummary:
-    events = list(pipeline.run(collect_paths([str(docs)], PathGuard([Path("/")])), "default"))
-    summary = events[-1]
-    assert isinstance(summary, IngestSummary)
-    return summary
+    return run(pipeline, [docs])[1]
 
 
 def _agree(data: Path, embedder: Any) -> int:
@@ -111,3 +111,34 @@ def test_a_disk_that_fills_mid_run_stops_it_and_loses_nothing(
     assert _agree(data, embedder) == 12
     assert Catalog(state_tools.store(StateConfig(), data, catalog_store)).pending_batch() is None
     assert LexicalStore(data / "tantivy").search("retrieval", "default", 3)
+
+
+def test_the_room_check_stops_a_run_before_a_batch_and_loses_nothing(
+    tmp_path: Path, embedder: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The room check runs before a run and before each batch: a disk that fills up mid-run stops it
+    with the limit named, the batches before stay written, and a run once there is room again indexes
+    only the rest."""
+    docs = tmp_path / "docs"
+    shutil.copytree(SAMPLES, docs)
+    real = shutil.disk_usage(tmp_path)
+    checks = {"n": 0, "room_for": 3}  # the run's own check and two batches, then full
+
+    def usage(path: object) -> object:
+        checks["n"] += 1
+        return real._replace(free=2**40 if checks["n"] <= checks["room_for"] else 2**20)
+
+    monkeypatch.setattr(disk.shutil, "disk_usage", usage)
+    pipeline = _pipeline(tmp_path, embedder, lambda: disk.require_free(tmp_path, 256 * 2**20, "the ingest"))
+    with pytest.raises(ResourceExhausted, match=r"the ingest refused: 1 MiB are free .*ingest.min_free_mb"):
+        _run(pipeline, docs)
+    written = _agree(tmp_path, embedder)
+    assert 0 < written < 12  # the batches before the full disk are indexed whole
+
+    checks["room_for"] = 10**9  # room again
+    summary = _run(pipeline, docs)
+    assert summary.unchanged == written and summary.indexed == 12 - written and summary.failed == 0
+
+    checks["room_for"] = 0  # a full disk refuses a run before it parses anything
+    with pytest.raises(ResourceExhausted, match=r"ingest\.min_free_mb"):
+        _run(pipeline, docs)
