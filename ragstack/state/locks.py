@@ -78,6 +78,11 @@ class SharedLock:
 
     def close(self) -> None:
         if self._db is not None:
+            if self._leading is not None:
+                try:  # a clean stop hands the lead over now, not when the server ends the session
+                    self._db.one("SELECT pg_advisory_unlock_all()")
+                except Exception:
+                    pass  # the connection is gone, and the session's locks with it
             self._db.close()
         elif self._leading is not None:
             os.close(self._leading)

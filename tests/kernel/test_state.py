@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -171,17 +173,33 @@ def test_a_state_url_must_name_postgres() -> None:
         StateConfig(url="mysql://x/y")
 
 
-def test_one_process_leads_and_another_takes_over_when_it_dies(
+def test_one_process_leads_and_another_takes_over_when_it_stops_or_dies(
     state_config: StateConfig, tmp_path: Path
 ) -> None:
     from ragstack.state.locks import SharedLock
 
-    first, second = SharedLock(state_config, tmp_path, "poller"), SharedLock(state_config, tmp_path, "poller")
-    assert first.lead() and first.lead()  # asked again, it still leads
-    assert not second.lead()
-    first.close()  # its process died: the connection (or the lock file's descriptor) went with it
-    assert second.lead()
-    second.close()
+    first, second, third = (SharedLock(state_config, tmp_path, "poller") for _ in range(3))
+    try:
+        assert first.lead() and first.lead()  # asked again, it still leads
+        assert not second.lead()
+        first.close()  # a clean stop hands the lead over at once
+        assert second.lead()
+        assert not third.lead()
+        # Its process dies: PostgreSQL ends its session (or the kernel closes its lock file) a moment later,
+        # so the next leader comes at a later try, not necessarily the first.
+        if second._db is not None:
+            pid = second._db.one("SELECT pg_backend_pid()")[0]  # type: ignore[index]
+            third._db.one("SELECT pg_terminate_backend(?)", (pid,))  # type: ignore[union-attr]
+        else:
+            os.close(second._leading)  # type: ignore[arg-type]
+            second._leading = None
+        deadline = time.monotonic() + 10
+        while not third.lead():
+            assert time.monotonic() < deadline, "no process took the lead over from a dead one"
+            time.sleep(0.05)
+    finally:  # a failed assertion leaves no open connection to warn in a later test
+        for lock in (first, second, third):
+            lock.close()
 
 
 def test_a_shared_lock_is_held_by_one_holder_at_a_time(state_config: StateConfig, tmp_path: Path) -> None:
