@@ -205,7 +205,7 @@ def test_a_dead_workers_job_is_taken_again_once_its_lease_runs_out(
     job = dying.submit("x", b"request", caller="caller-header")
     behind = dying.submit("x", b"next")
     assert dying.claim() is not None
-    dying.close()  # the process died: in PostgreSQL its library lock went with the connection
+    dying.close()  # the process stopped: its library lock went with it (in PostgreSQL, with the session)
     other = worker(state_config, tmp_path, clock, lease_s=30)
     assert other.claim() is None  # the lease still runs: x is still being written
     clock.advance(31)
