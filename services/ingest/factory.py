@@ -173,7 +173,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        sources.store.close()
+        sources.close()
         jobs.close()
         parser.close()
         if converter is not None:
@@ -182,5 +182,7 @@ def build(res: Resources, peers: Mapping[str, str]) -> ServiceSpec:
         lexical.close()
         catalog.close()
         databases.close()
+        if shared is not None:
+            shared.close()
 
     return ServiceSpec(name="ingest", register=register(servicer), aclose=close)

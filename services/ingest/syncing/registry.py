@@ -29,6 +29,13 @@ class Sources:
     sync: SourceSync
     poller: SourcePoller
     open: Opener
+    leader: SharedLock | None = None  # shared state: which ingest worker polls
+
+    def close(self) -> None:
+        """Closes the store, and hands the polling over to another worker at once."""
+        self.store.close()
+        if self.leader is not None:
+            self.leader.close()
 
     def check(self, spec: SourceConfig) -> None:
         """Refuses a spec that could never be polled, before it is recorded: ACL groups ingest would
@@ -64,8 +71,14 @@ def build_sources(
     sync = SourceSync(store, pipeline, opener, cfg.library, ingest.source_scan_timeout_s)
     # Ingest workers sharing PostgreSQL state: one of them polls (another takes over if it dies).
     shared = cfg.state.url and ingest.source_polling
-    leads = SharedLock(cfg.state, cfg.data_dir, "source-poller").lead if shared else lambda: True
+    leader = SharedLock(cfg.state, cfg.data_dir, "source-poller") if shared else None
     poller = SourcePoller(
-        store, sync, jobs, wake_worker, ingest.source_tick_s, ingest.source_watch, leads=leads
+        store,
+        sync,
+        jobs,
+        wake_worker,
+        ingest.source_tick_s,
+        ingest.source_watch,
+        leads=leader.lead if leader is not None else lambda: True,
     )
-    return Sources(store, sync, poller, opener)
+    return Sources(store, sync, poller, opener, leader)
