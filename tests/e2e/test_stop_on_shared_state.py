@@ -1,6 +1,6 @@
 """The services on PostgreSQL state, stopped: they leave no session open in the state database, and
-what the ingest service led (the source polling) or held (its turn on the stores) is another
-worker's at once, not when the server notices the connections are gone."""
+the source polling the ingest service led is another worker's at once, not when the server notices
+the connections are gone."""
 
 from __future__ import annotations
 
