@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ragstack.config import StateConfig
+from ragstack.errors import Unavailable
 from ragstack.state.db import StateDB, connect_state
 
 
@@ -23,12 +24,15 @@ class SharedLock:
         self._file = data_dir / f"{name}.lock"
         self._db: StateDB | None = None
         self._leading: int | None = None  # the connection (or lock file) this process leads with
+        self._closed = False
         if cfg.url:
             self._db = connect_state(cfg, data_dir, "locks")
 
     @contextmanager
     def hold(self) -> Iterator[None]:
         with self._local:
+            if self._closed:
+                raise Unavailable(f"the {self.name} lock is closed: this process is stopping")
             if self._db is None:
                 with self._flock():
                     yield
@@ -45,6 +49,8 @@ class SharedLock:
         process (its connection), so one process among those sharing the state does a job; when it
         dies, another takes over at its next try. Asked again, it checks its hold is still there."""
         with self._local:
+            if self._closed:  # a call that was under way when the process began to stop
+                return False
             if self._db is None:
                 if self._leading is None:
                     self._leading = self._try_flock()
@@ -77,13 +83,17 @@ class SharedLock:
             os.close(fd)  # closing releases the flock
 
     def close(self) -> None:
-        if self._db is not None:
-            if self._leading is not None:
-                try:  # a clean stop hands the lead over now, not when the server ends the session
-                    self._db.one("SELECT pg_advisory_unlock_all()")
-                except Exception:
-                    pass  # the connection is gone, and the session's locks with it
-            self._db.close()
-        elif self._leading is not None:
-            os.close(self._leading)
-        self._leading = None
+        """Lets go of the lock; a call in another thread finishes first (a poller's `lead` that
+        a stopping service no longer awaits would otherwise take the lead again, or reconnect)."""
+        with self._local:
+            self._closed = True
+            if self._db is not None:
+                if self._leading is not None:
+                    try:  # a clean stop hands the lead over now, not when the server ends the session
+                        self._db.one("SELECT pg_advisory_unlock_all()")
+                    except Exception:
+                        pass  # the connection is gone, and the session's locks with it
+                self._db.close()
+            elif self._leading is not None:
+                os.close(self._leading)
+            self._leading = None

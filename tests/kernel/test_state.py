@@ -6,7 +6,9 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -200,6 +202,51 @@ def test_one_process_leads_and_another_takes_over_when_it_stops_or_dies(
     finally:  # a failed assertion leaves no open connection to warn in a later test
         for lock in (first, second, third):
             lock.close()
+
+
+def test_a_lead_under_way_when_its_lock_closes_ends_before_the_close(tmp_path: Path) -> None:
+    """A stopping service closes its poller's lock while the poller's last `lead`, no longer awaited,
+    may still run in a thread: it must neither take the lead after the close nor reconnect."""
+    from ragstack.errors import Unavailable
+    from ragstack.state.locks import SharedLock
+    from tests.tools.state import config_for
+
+    cfg = config_for("postgres")
+    lock, other = SharedLock(cfg, tmp_path, "poller"), SharedLock(cfg, tmp_path, "poller")
+    try:
+        db = lock._db
+        assert db is not None
+        asked, go = threading.Event(), threading.Event()
+        one = db.one
+
+        def slow_one(sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+            if sql == "SELECT 1":  # the lead's first statement: hold it there
+                asked.set()
+                go.wait(10)
+            return one(sql, params)
+
+        db.one = slow_one  # type: ignore[method-assign]
+        leading: list[bool] = []
+        leader = threading.Thread(target=lambda: leading.append(lock.lead()))
+        leader.start()
+        assert asked.wait(10)
+        closer = threading.Thread(target=lock.close)
+        closer.start()
+        closer.join(0.3)
+        assert closer.is_alive()  # the close waits for the lead under way
+        go.set()
+        leader.join(10)
+        closer.join(10)
+        assert leading == [True] and not closer.is_alive()
+        assert other.lead()  # the close let go of what that lead took
+        assert db.connections == 1  # nothing reconnected
+        assert not lock.lead()  # closed: it leads no more
+        with pytest.raises(Unavailable, match="poller lock is closed"):
+            with lock.hold():
+                pass
+    finally:
+        lock.close()
+        other.close()
 
 
 def test_a_shared_lock_is_held_by_one_holder_at_a_time(state_config: StateConfig, tmp_path: Path) -> None:
