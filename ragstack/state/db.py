@@ -38,6 +38,7 @@ class StateDB:
         self._lock = threading.RLock()
         self._in_transaction = False
         self.connections = 0  # connections opened so far: session state (locks) lives in one
+        self._closed = False
         self._conn = self._open()
 
     # --- statements ---------------------------------------------------------------------------------
@@ -96,11 +97,11 @@ class StateDB:
             )
 
     def close(self) -> None:
+        """Closes the connection for good: a statement a thread still runs afterwards is refused,
+        not run on a connection opened again that nobody would close."""
         with self._lock:
-            try:
-                self._conn.close()
-            except Exception:
-                pass
+            self._closed = True
+            self._drop()
 
     # --- internals ----------------------------------------------------------------------------------
 
@@ -109,6 +110,8 @@ class StateDB:
 
     def _run(self, call: Callable[[Any], Any]) -> Any:
         with self._lock:
+            if self._closed:
+                raise Unavailable(f"state store {self.store}: closed, this process is stopping")
             try:
                 return call(self._conn)
             except Exception as err:
@@ -123,9 +126,15 @@ class StateDB:
                     raise
                 if self._in_transaction:  # the transaction is gone with the connection
                     raise Unavailable(f"state store {self.store}: connection lost: {err}") from err
-            self.close()
+            self._drop()
             self._conn = self._open()  # lost between statements: once more on a new connection
             return call(self._conn)
+
+    def _drop(self) -> None:
+        try:
+            self._conn.close()
+        except Exception:
+            pass
 
     def _rollback(self) -> None:
         try:

@@ -122,6 +122,27 @@ def test_a_postgres_connection_lost_between_calls_is_opened_again(tmp_path: Path
     db.close()
 
 
+def test_a_closed_store_refuses_statements_and_opens_no_connection(
+    state_config: StateConfig, tmp_path: Path
+) -> None:
+    """What a thread still runs after its service closed the store is refused, not run on a
+    connection opened again that nobody would close."""
+    from ragstack.errors import Unavailable
+
+    db = open_state(state_config, tmp_path, "pets", [V1])
+    db.execute("INSERT INTO pets (name, legs) VALUES ('rex', 4)")
+    opened = db.connections
+    db.close()
+    for statement in (lambda: db.all("SELECT name FROM pets"), lambda: db.execute("DELETE FROM pets")):
+        with pytest.raises(Unavailable, match="state store pets: closed, this process is stopping"):
+            statement()
+    assert db.connections == opened
+    db.close()  # twice is harmless
+    again = open_state(state_config, tmp_path, "pets", [V1])
+    assert again.all("SELECT name, legs FROM pets") == [("rex", 4)]
+    again.close()
+
+
 def test_a_postgres_deadlock_is_unavailable_saying_so_and_keeps_the_connection(tmp_path: Path) -> None:
     """PostgreSQL aborts one of two transactions that wait on each other: its caller gets Unavailable
     (try again) naming the deadlock, not a lost connection, and its connection serves on."""
