@@ -52,6 +52,7 @@ def test_help_is_light() -> None:
     assert out.stdout.strip() == ""
 
 
+@pytest.mark.timeout(900)  # six CLI processes, each loading the models: over 300 s on a loaded machine
 def test_cli_ingest_then_ask_embedded(tmp_path: Path) -> None:
     config, _ = write_config(tmp_path)
     ingest = subprocess.run(

@@ -9,6 +9,7 @@ import sqlite3
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from ragstack.errors import (
     ResourceExhausted,
     Unavailable,
 )
+from ragstack.state.db import StateDB
 from ragstack.state.migrations import MigrationRequired, version
 from services.ingest import jobs
 from services.ingest.jobs import CANCELLED, DEAD, DONE, FAILED, QUEUED, RUNNING, JobStore, retryable
@@ -41,9 +43,22 @@ class Clock:
         self.at += timedelta(seconds=seconds)
 
 
+OPENED: list[StateDB] = []  # the workers' connections, closed at each test's end
+
+
+@pytest.fixture(autouse=True)
+def _close() -> Iterator[None]:
+    """A test stopped by a failed assertion leaves no connection open: psycopg's warning of an
+    unclosed one would fail whichever test runs when it is collected."""
+    yield
+    while OPENED:
+        OPENED.pop().close()  # a second close does nothing
+
+
 def worker(cfg: StateConfig, tmp: Path, clock: Clock | None = None, **options: object) -> JobStore:
     """A worker's queue: its own connection to the state, as another process would have."""
     db = state_tools.store(cfg, tmp, jobs)
+    OPENED.append(db)
     return JobStore(db, now=clock or (lambda: datetime.now(UTC)), **options)  # type: ignore[arg-type]
 
 
