@@ -911,6 +911,15 @@ class GatewayConfig(_Strict):
         "at once, a stream until it ends; past it 429, naming this setting. 0: no limit.",
     )
     cors_origins: list[str] = Field(default_factory=list, description="Origins allowed by CORS; empty: none.")
+    keep_alive_s: int = Field(
+        75,
+        ge=1,
+        le=3600,
+        description="Seconds an idle HTTP connection is kept for the client's next request. Keep it above "
+        "the idle timeout of the clients' connection pools and of a load balancer in front (often 60 s): "
+        "a request sent on a connection just as the gateway closes it fails (a reset, or a 502 from the "
+        "balancer).",
+    )
     trusted_proxies: list[str] = Field(
         default_factory=list,
         description="Addresses (or CIDR ranges) of reverse proxies whose X-Forwarded-For gives the "

@@ -135,6 +135,7 @@ async def _start_gateway(stack: Stack) -> None:
             host=endpoint.host,
             port=endpoint.port,
             log_level="warning",
+            timeout_keep_alive=stack.cfg.gateway.keep_alive_s,
             lifespan="on",  # the MCP endpoint's session manager runs in it
             # The client address (the rate limit's bucket without a valid key) comes from
             # X-Forwarded-For only when the peer is one of gateway.trusted_proxies.

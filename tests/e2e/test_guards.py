@@ -36,12 +36,38 @@ async def guarded(tmp_path_factory: pytest.TempPathFactory, resources: Resources
             "max_in_flight_per_caller": 2,
             "cors_origins": ["https://app.example.com"],
             "trusted_hosts": ["127.0.0.1", "localhost"],
+            "keep_alive_s": 8,
         },
         services={"token": TOKEN},
     )
     stack = await start_with(cfg, resources)
     yield stack
     await stack.stop()
+
+
+async def test_an_idle_connection_is_kept_for_keep_alive_s_then_closed(guarded: Stack) -> None:
+    """Kept while a client's pool may still reuse it (past uvicorn's own 5 s; by default past a load
+    balancer's 60 s), then closed; here `gateway.keep_alive_s` is 8."""
+    port = guarded.gateway_port
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    request = f"GET /health/live HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
+
+    async def answered() -> bytes:
+        writer.write(request)
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        length = int(next(h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length:"))[15:])
+        await reader.readexactly(length)
+        return head.split(b"\r\n", 1)[0]
+
+    try:
+        assert await answered() == b"HTTP/1.1 200 OK"
+        await asyncio.sleep(6)  # idle under the limit: the same connection serves the next request
+        assert await answered() == b"HTTP/1.1 200 OK"
+        idle = asyncio.get_running_loop().time()
+        assert await asyncio.wait_for(reader.read(), 30) == b""  # idle past it: closed by the gateway
+        assert asyncio.get_running_loop().time() - idle > 7
+    finally:
+        writer.close()
 
 
 async def test_keys_guard_every_route_but_health(guarded: Stack) -> None:
