@@ -411,12 +411,7 @@ async def world(tmp_path_factory: pytest.TempPathFactory, resources: Resources) 
     stack = await start_with(cfg, resources)
     channel = grpc.aio.insecure_channel(stack.peers["ingest"])
     rchannel = open_channel(stack.peers["retrieve"], token=TOKEN)
-    # A pooled connection is dropped well before the gateway's idle timeout (uvicorn's 5 s, also
-    # httpx's default expiry): at the same 5 s, a request sent as the server closes the connection
-    # is reset unread (httpx.ReadError), which a loaded machine's late event loop makes likelier.
-    http = httpx.AsyncClient(
-        base_url=stack.gateway_url, timeout=60, limits=httpx.Limits(keepalive_expiry=1.0)
-    )
+    http = httpx.AsyncClient(base_url=stack.gateway_url, timeout=60)
     w = World(
         stack,
         http,
