@@ -98,9 +98,15 @@ class StateDB:
 
     def close(self) -> None:
         """Closes the connection for good: a statement a thread still runs afterwards is refused,
-        not run on a connection opened again that nobody would close."""
+        not run on a connection opened again that nobody would close. PostgreSQL session locks are
+        released first, so another process need not wait for the server to end the session."""
         with self._lock:
             self._closed = True
+            if self.dialect == "postgres":
+                try:
+                    self._conn.execute("SELECT pg_advisory_unlock_all()")
+                except Exception:
+                    pass  # the connection is gone, and the session's locks with it
             self._drop()
 
     # --- internals ----------------------------------------------------------------------------------

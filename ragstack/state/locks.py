@@ -88,12 +88,7 @@ class SharedLock:
         with self._local:
             self._closed = True
             if self._db is not None:
-                if self._leading is not None:
-                    try:  # a clean stop hands the lead over now, not when the server ends the session
-                        self._db.one("SELECT pg_advisory_unlock_all()")
-                    except Exception:
-                        pass  # the connection is gone, and the session's locks with it
-                self._db.close()
+                self._db.close()  # which hands the lead over now, not when the server ends the session
             elif self._leading is not None:
                 os.close(self._leading)
             self._leading = None

@@ -436,13 +436,7 @@ class JobStore:
         return [_job(r) for r in rows]
 
     def close(self) -> None:
-        """Closes the connection; in PostgreSQL the library locks go with it, released first so
-        that another worker need not wait for the server to end the session."""
-        if self._db.dialect == "postgres":
-            try:
-                self._db.one("SELECT pg_advisory_unlock_all()")
-            except Exception:
-                pass  # the connection is gone, and its locks with it
+        """Closes the connection; in PostgreSQL the library locks go with it."""
         self._db.close()
 
     # --- one writer per library ------------------------------------------------------------------------
